@@ -1,0 +1,1 @@
+"""Real-process fault injection: failpoints, the psutil killer, systematic enumeration."""

@@ -1,0 +1,1 @@
+"""The conformance suite: adapter protocol, lockstep machine, history checker, certify."""

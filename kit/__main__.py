@@ -1,0 +1,3 @@
+from recoverykit.cli import main
+
+main()

@@ -1,0 +1,96 @@
+"""The ``recoverykit`` command: a thin skin over the Python API.
+
+Each command lives next to the API it wraps (``recoverykit.cli_*`` modules) and is imported only
+when invoked, so ``recoverykit --help`` stays fast and one broken layer cannot take the whole
+command down. Exit codes follow Maelstrom's verdicts: 0 valid, 1 invalid, 2 unknown; a usage
+error exits 64 (EX_USAGE) so it can never be mistaken for a verdict.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from enum import IntEnum
+
+import click
+from recoverykit import __version__
+from recoverykit.errors import RecoveryKitError, UsageError
+
+
+class Exit(IntEnum):
+    VALID = 0
+    INVALID = 1
+    UNKNOWN = 2
+    USAGE = 64
+    SOFTWARE = 70  # EX_SOFTWARE: a defect in the kit itself
+
+
+# name -> "module:attribute"; the module is imported on first use.
+COMMANDS: dict[str, str] = {
+    "contract": "recoverykit.cli_model:contract",
+    "model": "recoverykit.cli_model:model",
+    "protocol": "recoverykit.cli_protocol:protocol",
+    "certify": "recoverykit.cli_certify:certify",
+    "check": "recoverykit.cli_certify:check",
+    "chaos": "recoverykit.cli_chaos:chaos",
+    "merge": "recoverykit.cli_chaos:merge",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in COMMANDS if self._load(name, quiet=True) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name, quiet=False)
+
+    @staticmethod
+    def _load(name: str, *, quiet: bool) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, _, attribute = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if quiet and exc.name == module_name:
+                return None  # a command whose layer is not built yet is simply not offered
+            raise
+        return getattr(module, attribute)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="recoverykit")
+def cli() -> None:
+    """Model and conformance kit for restart recovery of AI-agent runtimes.
+
+    Verdict exits: 0 valid, 1 invalid, 2 unknown. Usage errors exit 64.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="recoverykit", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        code = Exit.UNKNOWN
+    except click.UsageError as exc:
+        exc.show()
+        code = Exit.USAGE
+    except click.ClickException as exc:
+        exc.show()
+        code = Exit.USAGE
+    except UsageError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        code = Exit.USAGE
+    except RecoveryKitError as exc:
+        # A kit-raised error that reached the top without a verdict: say what it was, no traceback.
+        click.echo(f"Error ({type(exc).__name__}): {exc}", err=True)
+        code = Exit.UNKNOWN
+    sys.exit(int(code or 0))
+
+
+if __name__ == "__main__":
+    main()

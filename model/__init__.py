@@ -1,0 +1,1 @@
+"""The executable specification of restart recovery (pure: no I/O, no processes, no sockets)."""

@@ -1,0 +1,1 @@
+"""Failure-acceptance reports (Markdown, HTML, JSON, JUnit XML) and shard merging."""
