@@ -27,9 +27,10 @@ class Exit(IntEnum):
 
 # name -> "module:attribute"; the module is imported on first use.
 COMMANDS: dict[str, str] = {
-    "contract": "recoverykit.cli_model:contract",
+    "contract": "recoverykit.cli_contract:contract",
     "model": "recoverykit.cli_model:model",
     "protocol": "recoverykit.cli_protocol:protocol",
+    "env": "recoverykit.cli_env:env",
     "certify": "recoverykit.cli_certify:certify",
     "check": "recoverykit.cli_certify:check",
     "chaos": "recoverykit.cli_chaos:chaos",

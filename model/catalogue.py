@@ -1,0 +1,199 @@
+"""The shared vocabulary: interruption points, restart kinds, profiles, effect classes, reason codes.
+
+Everything that names a moment or a state across layers comes from here: the failpoint names a
+runtime arms, the restart kinds the chaos runner performs, the profiles an adapter declares, the
+reason codes an observation carries. A runtime in another language copies these strings; the
+generated docs (docs/contract.md, docs/failpoints.md) list them.
+
+Sources: seed 000 "Restart failure acceptance" (interruption points, restart kinds), "Automatic
+recovery contract" (recovery phases), "Safety boundary" (effect classes); seed 001 "Retry policy".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Profile(StrEnum):
+    """Parts of the contract an adapter may declare it implements."""
+
+    CHAT_CORE = "chat_core"
+    GOALS = "goals"
+    JOBS = "jobs"
+    APPROVALS = "approvals"
+    PAPERCLIP_RETRY = "paperclip_retry"
+
+
+class Reach(StrEnum):
+    """Who can stop a run at a point."""
+
+    ENVIRONMENT = "environment"  # the kit's provider or probe tools hold it; no runtime cooperation
+    RUNTIME = "runtime"  # the runtime must call the failpoint protocol
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionPoint:
+    name: str
+    reach: Reach
+    profile: Profile
+    description: str
+    seed_section: str = "000 / Restart failure acceptance"
+
+
+_P = InterruptionPoint
+_E, _R = Reach.ENVIRONMENT, Reach.RUNTIME
+_CHAT = Profile.CHAT_CORE
+
+INTERRUPTION_POINTS: tuple[InterruptionPoint, ...] = (
+    _P("input.accept.before", _R, _CHAT, "user input received, not yet durably saved (must not be acknowledged)"),
+    _P("input.accept.after", _R, _CHAT, "user input durably saved, acknowledgement not yet sent"),
+    _P("provider.request.before", _R, _CHAT, "request id and attribution fixed, request not yet sent"),
+    _P("provider.request.after", _R, _CHAT, "request sent to the provider, response not yet consumed"),
+    _P("provider.request.inflight", _E, _CHAT, "the scripted provider holds the request open"),
+    _P("provider.response.midstream", _E, _CHAT, "the provider stopped mid-stream after some usage chunks"),
+    _P("usage.persist.before", _R, _CHAT, "usage known to the runtime, receipt not yet durable"),
+    _P("usage.persist.after", _R, _CHAT, "usage receipt durable, projections not yet updated"),
+    _P("tool.dispatch.before", _R, _CHAT, "tool call decided and recorded, child not yet started"),
+    _P("tool.dispatch.after", _R, _CHAT, "tool child started and its pid recorded"),
+    _P("tool.running", _E, _CHAT, "a probe tool is running (long-running child)"),
+    _P("tool.finished.uncommitted", _E, _CHAT, "the probe finished its effect and holds before exiting"),
+    _P("tool.result.commit.before", _R, _CHAT, "tool result received, not yet committed"),
+    _P("tool.result.commit.after", _R, _CHAT, "tool result committed, turn not yet continued"),
+    _P("completion.commit.before_projection", _R, _CHAT,
+       "completion committed, projection/event delivery not yet done"),
+    _P("child.delivery.before", _R, Profile.JOBS, "a child's result is ready, not yet delivered to the parent"),
+    _P("child.delivery.after", _R, Profile.JOBS, "a child's result is delivered, parent not yet admitted"),
+    _P("todo.complete.before_acceptance", _R, Profile.GOALS,
+       "all required Todo items complete, acceptance not yet run"),
+    _P("recovery.claim.after", _R, _CHAT, "recovery claimed ownership, context not yet repaired",
+       "000 / Automatic recovery contract, step 2"),
+    _P("recovery.repair.after", _R, _CHAT, "context repaired, decision not yet persisted",
+       "000 / Automatic recovery contract, step 3"),
+    _P("recovery.decide.after", _R, _CHAT, "recovery decision persisted, work not yet admitted",
+       "000 / Automatic recovery contract, step 4-5"),
+)
+
+POINTS_BY_NAME: dict[str, InterruptionPoint] = {p.name: p for p in INTERRUPTION_POINTS}
+RECOVERY_POINTS: tuple[str, ...] = tuple(p.name for p in INTERRUPTION_POINTS if p.name.startswith("recovery."))
+
+
+class RestartKind(StrEnum):
+    """How a run is interrupted and brought back (seed 000, Restart failure acceptance)."""
+
+    FRONTEND_RELOAD = "frontend_reload"  # client only: disconnects, changes no intent
+    NORMAL_EXIT = "normal_exit"  # ordinary App exit, then start
+    GRACEFUL_WORKER_RESTART = "graceful_worker_restart"
+    WORKER_KILL = "worker_kill"  # SIGKILL of the worker alone; tool children live on
+    TREE_KILL = "tree_kill"  # SIGKILL of the whole process tree
+    LONG_DOWNTIME = "long_downtime"  # tree kill, then the clock jumps past two hours
+    CRASH_DURING_RECOVERY = "crash_during_recovery"  # a second kill at a recovery-phase point
+    HOST_IDENTITY_CHANGE = "host_identity_change"  # process identity changes; no silent takeover
+    STOP_ALL_EXIT = "stop_all_exit"  # "quit and stop all tasks", then start
+
+
+# Restart kinds after which nothing the user asked for may be taken as a Pause.
+NOT_A_PAUSE: frozenset[RestartKind] = frozenset(RestartKind) - {RestartKind.STOP_ALL_EXIT}
+
+
+class EffectClass(StrEnum):
+    """From the trusted tool registry only; never from a tool's name or a model's claim."""
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT = "idempotent"
+    STATE_PROBE = "state_probe"
+    UNKNOWN = "unknown"
+
+
+SAFE_FOR_RECOVERY: frozenset[EffectClass] = frozenset({EffectClass.READ_ONLY, EffectClass.STATE_PROBE})
+
+
+class ToolStatus(StrEnum):
+    NEVER_STARTED = "never_started"
+    DISPATCHED = "dispatched"
+    RESULT_COMMITTED = "result_committed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+
+
+class DesiredState(StrEnum):
+    RUN = "run"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    DONE = "done"
+
+
+class WorkKind(StrEnum):
+    CHAT_REQUEST = "chat_request"
+    GOAL = "goal"
+    JOB = "job"
+
+
+class GoalState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    BLOCKED = "blocked"
+    ACHIEVED = "achieved"
+    CANCELLED = "cancelled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+
+class GoalPhase(StrEnum):
+    WORKING = "working"
+    WAITING = "waiting"
+    VERIFYING = "verifying"
+
+
+class Acceptance(StrEnum):
+    MET = "met"
+    UNMET = "unmet"
+    UNKNOWN = "unknown"
+
+
+class ReasonCode(StrEnum):
+    """Why a work item is where it is. Every non-running, non-finished state carries one."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    USER_PAUSED = "user_paused"
+    USER_CANCELLED = "user_cancelled"
+    USER_STOPPED_ALL = "user_stopped_all"
+    AWAITING_APPROVAL = "awaiting_approval"
+    PERMISSION_REVOKED = "permission_revoked"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    BUDGET_UNKNOWN_COST = "budget_unknown_cost"
+    RESOURCE_MISSING_DIRECTORY = "resource_missing_directory"
+    RESOURCE_MISSING_CREDENTIALS = "resource_missing_credentials"
+    RESOURCE_TOOL_VERSION_CHANGED = "resource_tool_version_changed"
+    RESOURCE_MODEL_UNAVAILABLE = "resource_model_unavailable"
+    UNKNOWN_EFFECT_RECONCILE = "unknown_effect_reconcile"
+    WAITING_DEPENDENCY = "waiting_dependency"
+    WAITING_CHILD = "waiting_child"
+    RETRY_SCHEDULED = "retry_scheduled"
+    RETRY_EXHAUSTED = "retry_exhausted"
+    OWNER_ON_OTHER_HOST = "owner_on_other_host"
+    OWNER_ALIVE = "owner_alive"
+    RECOVERY_FAILED_STORAGE_UNAVAILABLE = "recovery_failed_storage_unavailable"
+    RECOVERY_FAILED_MIGRATION = "recovery_failed_migration"
+    PROJECTION_EVENTS_LOST = "projection_events_lost"
+    AUTOMATIC_RECOVERY_DISABLED = "automatic_recovery_disabled"
+    PAUSED_UNKNOWN_REASON = "paused_unknown_reason"
+    SHUTTING_DOWN = "shutting_down"
+
+
+# Reason codes that mean "a person must act"; everything else the runtime resolves by itself.
+NEEDS_PERSON: frozenset[ReasonCode] = frozenset({
+    ReasonCode.USER_PAUSED, ReasonCode.AWAITING_APPROVAL, ReasonCode.PERMISSION_REVOKED,
+    ReasonCode.BUDGET_EXHAUSTED, ReasonCode.BUDGET_UNKNOWN_COST,
+    ReasonCode.RESOURCE_MISSING_DIRECTORY, ReasonCode.RESOURCE_MISSING_CREDENTIALS,
+    ReasonCode.RESOURCE_TOOL_VERSION_CHANGED, ReasonCode.UNKNOWN_EFFECT_RECONCILE,
+    ReasonCode.OWNER_ON_OTHER_HOST, ReasonCode.RETRY_EXHAUSTED,
+    ReasonCode.RECOVERY_FAILED_STORAGE_UNAVAILABLE, ReasonCode.RECOVERY_FAILED_MIGRATION,
+    ReasonCode.AUTOMATIC_RECOVERY_DISABLED, ReasonCode.PAUSED_UNKNOWN_REASON,
+})
+
+# Paperclip maintenance retry policy (seed 001, "Retry policy and historical adoption").
+RETRY_DELAYS_S: tuple[int, ...] = (30, 60, 120, 240, 480)
+RETRY_JITTER: float = 0.20
+RETRY_WINDOW_S: int = 30 * 60
+OLD_HIDDEN_EXPIRY_S: int = 2 * 60 * 60  # the removed two-hour window; downtime past it must not matter
