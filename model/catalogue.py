@@ -197,3 +197,26 @@ RETRY_DELAYS_S: tuple[int, ...] = (30, 60, 120, 240, 480)
 RETRY_JITTER: float = 0.20
 RETRY_WINDOW_S: int = 30 * 60
 OLD_HIDDEN_EXPIRY_S: int = 2 * 60 * 60  # the removed two-hour window; downtime past it must not matter
+
+
+class Verdict(StrEnum):
+    """Every check ends in one of these; missing evidence is UNKNOWN, never VALID."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+    UNKNOWN = "unknown"
+    NOT_APPLICABLE = "not_applicable"  # the adapter did not declare the profile; never counted as a pass
+
+    @property
+    def exit_code(self) -> int:
+        return {"valid": 0, "invalid": 1, "unknown": 2, "not_applicable": 0}[self.value]
+
+
+def combine(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
+    """The verdict of a whole run: any invalid wins, then any unknown; nothing applicable is unknown."""
+    applicable = [v for v in verdicts if v is not Verdict.NOT_APPLICABLE]
+    if Verdict.INVALID in applicable:
+        return Verdict.INVALID
+    if not applicable or Verdict.UNKNOWN in applicable:
+        return Verdict.UNKNOWN
+    return Verdict.VALID
