@@ -220,3 +220,59 @@ def combine(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
     if not applicable or Verdict.UNKNOWN in applicable:
         return Verdict.UNKNOWN
     return Verdict.VALID
+
+
+# --- Observation vocabulary (added for the adapter protocol's observe snapshot) ---------------------
+
+
+class WorkStatus(StrEnum):
+    """What a work item is doing now; the why is its reason_code, the user's wish its desired_state."""
+
+    QUEUED = "queued"  # runnable, waiting for admission
+    RUNNING = "running"
+    WAITING = "waiting"  # a durable wait, an approval, a child, a resource, a scheduled retry
+    PAUSED = "paused"
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"  # a terminal fault the user can Retry
+
+
+class TurnStatus(StrEnum):
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    CONSUMED = "consumed"  # approved and used by exactly one execution
+    INVALIDATED = "invalidated"  # superseded (revision, permission or unknown-effect set changed)
+
+
+class UsageStatus(StrEnum):
+    """Whether a receipt's token counts are known (seed 000, Cost)."""
+
+    KNOWN = "known"
+    PARTIAL = "partial"  # a lower bound only (e.g. cumulative stream chunks before the loss)
+    UNKNOWN = "unknown"  # the request was sent; what it consumed is not known
+
+
+class RunStatus(StrEnum):
+    """A Paperclip-style run of a task (seed 001): one attempt that a Retry may follow."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ProcessRole(StrEnum):
+    """What a runtime process is, so the killer can pick the worker, the tree, or spare tool children."""
+
+    CONTROL = "control"
+    WORKER = "worker"
+    TOOL = "tool"
+    OTHER = "other"
