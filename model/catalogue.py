@@ -276,3 +276,54 @@ class ProcessRole(StrEnum):
     WORKER = "worker"
     TOOL = "tool"
     OTHER = "other"
+
+
+# --- Added by the model (issue 2): names the executable model and the lockstep suite share. ---
+
+
+class RecoveryPolicy(StrEnum):
+    """A run intent's recovery policy (seed 000: explicit disabling remains effective)."""
+
+    AUTOMATIC = "automatic"
+    DISABLED = "disabled"
+
+
+class RecoveryMode(StrEnum):
+    """Exactly one per recovery decision (seed 000, Interruption recovery step 3)."""
+
+    NONE = "none"  # nothing to recover: idle, finished or held by a gate
+    REATTACH = "reattach"  # the owner is alive: reconnect, never re-run
+    NEW_ATTEMPT = "new_attempt"  # owner dead, verified safe checkpoint: new attempt, same execution
+    REPAIR = "repair"  # owner dead, no safe checkpoint: stable repair key, old turn interrupted, new turn
+    HOLD = "hold"  # ownership uncertain (other host, unreadable lease): no repair writes
+
+
+class TurnStatus(StrEnum):
+    OPEN = "open"
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    GRANTED = "granted"
+    DENIED = "denied"
+    CONSUMED = "consumed"  # a granted approval used by exactly one dispatch
+
+
+class RetryReceiptStatus(StrEnum):
+    """Paperclip agent_wakeup_requests receipt (seed 001, Admission and execution)."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class RetryAdmission(StrEnum):
+    """What a Retry request with an idempotency key does (seed 001)."""
+
+    RETURN_EXISTING = "return_existing"  # same (company, key): the earlier receipt, whatever its status
+    ATTACH_ACTIVE = "attach_active"  # a new key while accepted work runs: attach to it
+    SAME_GENERATION = "same_generation"  # a new key, the generation still has attempts: continue in it
+    NEW_GENERATION = "new_generation"  # a deliberate click after exhaustion
