@@ -298,19 +298,6 @@ class RecoveryMode(StrEnum):
     HOLD = "hold"  # ownership uncertain (other host, unreadable lease): no repair writes
 
 
-class TurnStatus(StrEnum):
-    OPEN = "open"
-    COMPLETED = "completed"
-    INTERRUPTED = "interrupted"
-
-
-class ApprovalStatus(StrEnum):
-    PENDING = "pending"
-    GRANTED = "granted"
-    DENIED = "denied"
-    CONSUMED = "consumed"  # a granted approval used by exactly one dispatch
-
-
 class RetryReceiptStatus(StrEnum):
     """Paperclip agent_wakeup_requests receipt (seed 001, Admission and execution)."""
 
