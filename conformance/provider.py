@@ -1,0 +1,193 @@
+"""The scripted provider: an OpenAI-compatible chat-completions endpoint the kit owns.
+
+``POST /v1/chat/completions`` (stream and non-stream) on 127.0.0.1 with an OS-chosen port, one
+thread per request. The reply comes from a ``ProviderScript`` (see ``provider_script``); every
+request and every response (delivered or cut off) goes to the durable ledger (``provider_ledger``).
+Streams are SSE ``data:`` chunks ending with ``data: [DONE]`` over chunked HTTP/1.1, so a cut is
+visible to the client as an incomplete body. Usage in a stream: the final usage-only chunk when the
+request sets ``stream_options.include_usage``, and, when the step asks for cumulative usage, a
+cumulative ``usage`` in every chunk (a runtime must settle by watermark, never by summing).
+
+A scripted hold parks the request and tells the kit (``wait_for_held``), which makes "provider
+request in flight" and "response mid-stream" reachable without the runtime's cooperation; the kit
+then kills the runtime, or ``release``s the request. Kit endpoints for an out-of-process kit:
+``GET /_kit/held``, ``POST /_kit/release`` (``{"seq": N}`` or ``{}`` for all), ``GET /_kit/ledger``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from recoverykit.conformance.provider_handler import Handler
+from recoverykit.conformance.provider_ledger import Ledger
+from recoverykit.conformance.provider_script import ProviderScript, Script, Step
+from recoverykit.model.errors import RecoveryKitError
+
+
+class ProviderTimeout(RecoveryKitError, TimeoutError):
+    """No request reached the expected hold within the time the kit allowed."""
+
+
+@dataclass
+class Held:
+    """A request the provider is holding open."""
+
+    seq: int
+    request_id: str
+    script_id: str
+    step: int
+    attempt: int
+    at_chunk: int
+    since: float
+    _event: threading.Event = field(default_factory=threading.Event, repr=False)
+    cut: bool = False  # set when released by close(): the handler cuts instead of continuing
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the handler is to do for one request (decided under the provider's lock)."""
+
+    seq: int
+    request_id: str
+    attempt: int
+    script: Script
+    step_index: int
+    step: Step
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = False
+    provider: ScriptedProvider
+
+
+class ScriptedProvider:
+    """Serve ``script`` on 127.0.0.1; ``base_url`` is what a runtime's OpenAI client points at."""
+
+    def __init__(self, script: ProviderScript | dict, ledger_path: str | os.PathLike, *, port: int = 0) -> None:
+        self.script = script if isinstance(script, ProviderScript) else ProviderScript.model_validate(script)
+        self.ledger = Ledger(ledger_path)
+        self._lock = threading.Condition()
+        self._seq = 0
+        self._attempts: dict[tuple[str, int], int] = {}
+        self._held: dict[int, Held] = {}
+        self._closing = False
+        self._server = _Server(("127.0.0.1", port), Handler)
+        self._server.provider = self
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="scripted-provider", daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (``.../v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- decisions, called by the handler ------------------------------------------------------
+
+    def admit(self, body: dict[str, Any], header_request_id: str | None) -> tuple[Planned | None, str, int, str]:
+        """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits."""
+        script, step_index, why = self.script.select(body.get("messages", []))
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            key = (script.id if script else "", step_index)
+            self._attempts[key] = attempt = self._attempts.get(key, 0) + 1
+        request_id = header_request_id or f"req_{seq}_{uuid.uuid4().hex[:12]}"
+        step = script.step(step_index) if script else None
+        if script is not None and step is None:
+            why = f"script {script.id!r} has {len(script.steps)} steps; the request asks for step {step_index}"
+        stream_options = body.get("stream_options") or {}
+        self.ledger.append("request", seq=seq, request_id=request_id,
+                           request_id_source="header" if header_request_id else "generated", attempt=attempt,
+                           script_id=script.id if script else None, step=step_index, stream=bool(body.get("stream")),
+                           include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+                           model=body.get("model"))
+        if step is None:
+            return None, why, seq, request_id
+        return Planned(seq, request_id, attempt, script, step_index, step), "", seq, request_id
+
+    def hold(self, plan: Planned, at_chunk: int) -> bool:
+        """Park the calling handler until released; True to continue, False to cut."""
+        held = Held(plan.seq, plan.request_id, plan.script.id, plan.step_index, plan.attempt, at_chunk, time.time())
+        self.ledger.append("held", seq=plan.seq, request_id=plan.request_id, at_chunk=at_chunk)
+        with self._lock:
+            if self._closing:
+                return False
+            self._held[plan.seq] = held
+            self._lock.notify_all()
+        released = held._event.wait(self.script.hold_timeout_s)
+        with self._lock:
+            self._held.pop(plan.seq, None)
+        self.ledger.append("released", seq=plan.seq, request_id=plan.request_id, timed_out=not released,
+                           cut=held.cut)
+        return released and not held.cut
+
+    # -- the kit's API -------------------------------------------------------------------------
+
+    def held(self) -> list[Held]:
+        with self._lock:
+            return sorted(self._held.values(), key=lambda h: h.seq)
+
+    def wait_for_held(self, timeout: float = 10.0, *, script_id: str | None = None, step: int | None = None) -> Held:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                for h in sorted(self._held.values(), key=lambda h: h.seq):
+                    if (script_id is None or h.script_id == script_id) and (step is None or h.step == step):
+                        return h
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProviderTimeout(f"no request held for script={script_id!r} step={step} within {timeout}s; "
+                                          f"requests so far: {self._seq}")
+                self._lock.wait(remaining)
+
+    def release(self, target: Held | int | None = None, *, cut: bool = False) -> int:
+        """Let a held request (or every one) go on; ``cut=True`` closes it without finishing."""
+        seq = target.seq if isinstance(target, Held) else target
+        with self._lock:
+            chosen = [h for h in self._held.values() if seq is None or h.seq == seq]
+            for h in chosen:
+                h.cut = cut
+                h._event.set()
+        return len(chosen)
+
+    def records(self) -> list[dict[str, Any]]:
+        return self.ledger.records()
+
+    def close(self) -> None:
+        """Cut every held request, stop serving, join every handler thread, close the ledger."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        self.release(cut=True)
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+        self.ledger.close()
+
+    def __enter__(self) -> ScriptedProvider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:
+    """Start a provider from a JSON script file (what ``recoverykit env provider`` runs)."""
+    script = ProviderScript.model_validate(json.loads(Path(script_path).read_text()))
+    return ScriptedProvider(script, ledger_path, port=port)

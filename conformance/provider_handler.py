@@ -1,0 +1,231 @@
+"""HTTP handling for the scripted provider: OpenAI wire shapes, streaming, holds, cuts.
+
+Kept apart from ``provider`` (which owns the decisions, the holds and the ledger) so that this
+module only turns a planned reply into bytes on the wire and records what actually got out.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recoverykit.conformance.provider import Planned, ScriptedProvider
+
+MAX_BODY = 16 * 1024 * 1024
+COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
+_SERVES = "this provider serves POST /v1/chat/completions (and GET /v1/models)"
+
+
+def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def tool_calls_of(plan: Planned) -> list[dict[str, Any]]:
+    """The step's tool calls, each with a unique id and a unique ``probe_token`` in its arguments."""
+    out = []
+    for i, call in enumerate(plan.step.tool_calls):
+        token = f"{plan.script.id}.{plan.step_index}.{plan.attempt}.{i}"
+        arguments = {"probe_token": token, **call.arguments}
+        out.append({"id": f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{i}".replace(".", "_"),
+                    "type": "function", "function": {"name": call.name, "arguments": json.dumps(arguments)}})
+    return out
+
+
+def split_text(text: str, parts: int) -> list[str]:
+    size = max(1, -(-len(text) // parts))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+class _Cut(Exception):
+    """The scripted reply ends here without finishing (or the client went away)."""
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "recoverykit-scripted-provider"
+
+    @property
+    def provider(self) -> ScriptedProvider:
+        return self.server.provider  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the ledger is the record
+        pass
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _send_json(self, status: int, payload: Any, request_id: str | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        if request_id:
+            self.send_header("X-Request-Id", request_id)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _reject(self, status: int, message: str, code: str) -> None:
+        self.provider.ledger.append("rejected", path=self.path, status=status, reason=message)
+        self._send_json(status, error_body(message, code=code))
+
+    def _cut_connection(self) -> None:
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # -- routes ------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            models = sorted({s.model for s in self.provider.script.scripts})
+            self._send_json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "recoverykit"}
+                                                             for m in models]})
+        elif self.path == "/_kit/held":
+            self._send_json(200, [{k: v for k, v in h.__dict__.items() if not k.startswith("_")}
+                                  for h in self.provider.held()])
+        elif self.path == "/_kit/ledger":
+            self._send_json(200, self.provider.records())
+        else:
+            self._reject(404, f"unknown path {self.path!r}; {_SERVES}", "unknown_url")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            self._reject(413, f"request body of {length} bytes is over the {MAX_BODY} byte limit", "body_too_large")
+            return
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            self._reject(400, f"the request body is not valid JSON ({exc})", "invalid_json")
+            return
+        if self.path == "/_kit/release":
+            seq = body.get("seq") if isinstance(body, dict) else None
+            self._send_json(200, {"released": self.provider.release(seq, cut=bool((body or {}).get("cut")))})
+            return
+        if self.path.rstrip("/") not in COMPLETIONS_PATHS:
+            self._reject(404, f"unknown path {self.path!r}; {_SERVES}", "unknown_url")
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._reject(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
+            return
+        plan, why, seq, request_id = self.provider.admit(body, self.headers.get("X-Request-Id"))
+        if plan is None:
+            self._send_json(400, error_body(why, code="script_mismatch"), request_id)
+            self.provider.ledger.append("response", seq=seq, request_id=request_id, status=400, delivered=True,
+                                        chunks_sent=0, usage_billed=None, usage_reported=None, probe_tokens=[],
+                                        cut=None)
+            return
+        self._serve_plan(plan, body)
+
+    # -- the scripted reply ------------------------------------------------------------------
+
+    def _serve_plan(self, plan: Planned, body: dict[str, Any]) -> None:
+        step, fault = plan.step, plan.step.fault_for(plan.attempt)
+        stream = step.stream if step.stream is not None else bool(body.get("stream"))
+        calls = tool_calls_of(plan)
+        tokens = [json.loads(c["function"]["arguments"])["probe_token"] for c in calls]
+        outcome = {"seq": plan.seq, "request_id": plan.request_id, "status": 200, "delivered": False,
+                   "chunks_sent": 0, "usage_billed": step.usage.as_openai(), "usage_reported": None,
+                   "probe_tokens": tokens, "cut": None}
+        try:
+            if fault is not None and fault.kind == "error":
+                self._send_json(fault.status, error_body(fault.message, "server_error" if fault.status >= 500
+                                                         else "invalid_request_error", "scripted_error"),
+                                plan.request_id)
+                outcome.update(status=fault.status, delivered=True, usage_billed=None, probe_tokens=[])
+            elif stream:
+                self._stream(plan, body, calls, fault, outcome)
+            else:
+                self._whole(plan, calls, fault, outcome)
+        except _Cut as cut:
+            outcome["cut"] = str(cut)
+            self._cut_connection()
+        except OSError as exc:  # the client went away mid-reply
+            outcome["cut"] = f"client_gone: {type(exc).__name__}"
+            self.close_connection = True
+        finally:
+            self.provider.ledger.append("response", **outcome)
+
+    def _maybe_fault(self, plan: Planned, fault: Any, at: int) -> None:
+        if fault is None or fault.kind == "error" or fault.at_chunk != at:
+            return
+        if fault.kind == "cut":
+            raise _Cut(f"scripted cut at chunk {at}")
+        if not self.provider.hold(plan, at) or fault.then == "cut":
+            raise _Cut(f"cut after hold at chunk {at}")
+
+    def _whole(self, plan: Planned, calls: list, fault: Any, outcome: dict) -> None:
+        if fault is not None and fault.kind != "error":
+            self._maybe_fault(plan, fault.model_copy(update={"at_chunk": 0}), 0)
+        message: dict[str, Any] = {"role": "assistant", "content": plan.step.text}
+        if calls:
+            message["tool_calls"] = calls
+        usage = plan.step.usage.as_openai()
+        payload = {"id": f"chatcmpl-{plan.seq}", "object": "chat.completion", "created": int(time.time()),
+                   "model": plan.script.model, "choices": [{"index": 0, "message": message, "logprobs": None,
+                                                            "finish_reason": plan.step.finish_reason}],
+                   "usage": usage}
+        self._send_json(200, payload, plan.request_id)
+        outcome.update(delivered=True, chunks_sent=1, usage_reported=usage)
+
+    def _stream(self, plan: Planned, body: dict, calls: list, fault: Any, outcome: dict) -> None:
+        step = plan.step
+        options = body.get("stream_options") or {}
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        cumulative = step.cumulative_usage if step.cumulative_usage is not None else plan.script.cumulative_usage
+        deltas: list[dict[str, Any]] = []
+        if step.text is not None:
+            deltas += [{"content": piece} for piece in split_text(step.text, step.chunks)]
+        deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(calls)]
+        deltas[0] = {"role": "assistant", **deltas[0]}
+        base = {"id": f"chatcmpl-{plan.seq}", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": plan.script.model}
+        chunks = []
+        for j, delta in enumerate([*deltas, {}], start=1):
+            last = j == len(deltas) + 1
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": step.finish_reason if last else None}]}
+            if cumulative:
+                chunk["usage"] = step.usage.fraction(j, len(deltas) + 1).as_openai()
+            elif include_usage:
+                chunk["usage"] = None
+            chunks.append(chunk)
+        if include_usage:
+            chunks.append({**base, "choices": [], "usage": step.usage.as_openai()})
+        self._maybe_fault(plan, fault, 0)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.send_header("X-Request-Id", plan.request_id)
+        self.end_headers()
+        self.close_connection = True
+        for i, chunk in enumerate(chunks):
+            if i:
+                self._maybe_fault(plan, fault, i)
+            self._write_event(json.dumps(chunk))
+            outcome["chunks_sent"] = i + 1
+            if chunk.get("usage"):
+                outcome["usage_reported"] = chunk["usage"]
+        if fault is not None and fault.kind != "error" and fault.at_chunk >= len(chunks):
+            self._maybe_fault(plan, fault.model_copy(update={"at_chunk": len(chunks)}), len(chunks))
+        self._write_event("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        outcome["delivered"] = True
+
+    def _write_event(self, data: str) -> None:
+        payload = f"data: {data}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        self.wfile.flush()

@@ -1,0 +1,118 @@
+"""The scripted provider's ledger: the ground truth for every usage clause.
+
+Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descriptor followed by
+``fsync``, so a record the provider wrote survives the kit being killed right after. Records:
+
+- ``{"event": "request", "seq", "time", "request_id", "request_id_source", "attempt", "script_id",
+  "step", "stream", "include_usage", "model"}``: a request was received (``request_id`` from the
+  ``X-Request-Id`` header when sent, else generated; ``attempt`` counts requests for the same
+  script step, from 1);
+- ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
+- ``{"event": "response", "seq", "time", "request_id", "status", "delivered", "chunks_sent",
+  "usage_billed", "usage_reported", "probe_tokens", "cut"}``: ``delivered`` is true only when the
+  whole response (for a stream, through ``data: [DONE]``) was written; ``usage_billed`` is what the
+  provider charges (the step's usage for any non-error reply, even one cut off); ``usage_reported``
+  is the last usage the client could have read (None when it saw none).
+
+``read_ledger`` tolerates a torn last line (a writer killed mid-write); ``calls`` joins a request
+with its response.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recoverykit.model.errors import MalformedRecord
+
+
+class Ledger:
+    """The writer; thread-safe; every record is durable when ``append`` returns."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+        self._records: list[dict[str, Any]] = []
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        record = {"event": event, "time": time.time(), **fields}
+        line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        with self._lock:
+            if self._fd < 0:
+                raise ValueError(f"ledger {self.path} is closed")
+            os.write(self._fd, line)
+            os.fsync(self._fd)
+            self._records.append(record)
+        return record
+
+    def records(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._records)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def read_jsonl(path: str | os.PathLike) -> tuple[list[dict[str, Any]], str | None]:
+    """(records, torn last line or None). A bad line anywhere but last is corruption."""
+    data = Path(path).read_bytes() if Path(path).exists() else b""
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline, else an unfinished record
+    records, torn = [], None
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            records.append(json.loads(raw))
+        except ValueError as exc:
+            raise MalformedRecord(f"{path}: line {number} is not JSON ({exc}): {raw[:200]!r}") from None
+    if tail.strip():
+        try:
+            records.append(json.loads(tail))  # complete JSON, only the newline is missing
+        except ValueError:
+            torn = tail.decode(errors="replace")
+    return records, torn
+
+
+def read_ledger(path: str | os.PathLike) -> list[dict[str, Any]]:
+    return read_jsonl(path)[0]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request and (if it was answered or cut) its response record."""
+
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+
+    @property
+    def seq(self) -> int:
+        return self.request["seq"]
+
+    @property
+    def delivered(self) -> bool:
+        return bool(self.response and self.response.get("delivered"))
+
+    @property
+    def usage_billed(self) -> dict[str, int] | None:
+        return self.response.get("usage_billed") if self.response else None
+
+    @property
+    def usage_reported(self) -> dict[str, int] | None:
+        return self.response.get("usage_reported") if self.response else None
+
+
+def calls(records: list[dict[str, Any]]) -> list[Call]:
+    requests = {r["seq"]: r for r in records if r.get("event") == "request"}
+    responses = {r["seq"]: r for r in records if r.get("event") == "response"}
+    return [Call(req, responses.get(seq)) for seq, req in sorted(requests.items())]
