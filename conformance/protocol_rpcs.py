@@ -1,0 +1,344 @@
+"""Every RPC of the adapter protocol, declared once: name, doc, request model, reply model.
+
+The registry ``RPCS`` drives validation in both directions (``recoverykit.conformance.protocol``), the
+JSON Schema (``recoverykit protocol schema``) and the generated docs/protocol.md. Add an RPC here and
+everything else follows; never change an existing one except additively (see the changelog in the docs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+from recoverykit.conformance.protocol_envelope import Reply, Request
+from recoverykit.conformance.protocol_snapshot import Id, Record, Section, Snapshot
+from recoverykit.model.catalogue import (
+    INTERRUPTION_POINTS,
+    EffectClass,
+    ProcessRole,
+    Profile,
+    RestartKind,
+    WorkStatus,
+)
+
+PointName = Literal[tuple(p.name for p in INTERRUPTION_POINTS)]  # type: ignore[valid-type]
+
+
+class ProbeTool(Record):
+    name: str = Field(description="The tool name the runtime registers.")
+    argv: list[str] = Field(min_length=1, description="The command to execute (no shell); append arguments after it.")
+    effect_class: EffectClass = Field(description="Register the tool with exactly this effect class.")
+    version: str = Field(description="The tool version; a change after restart is a resource change.")
+
+
+class BudgetLimit(Record):
+    max_tokens: int | None = Field(ge=0, description="Hard token limit; null is unlimited.")
+    max_cost_usd: str | None = Field(pattern=r"^[0-9]+(\.[0-9]+)?$",
+                                     description="Hard cost limit (decimal string); null is unlimited.")
+
+
+class ProcessInfo(Record):
+    role: ProcessRole
+    pid: int = Field(ge=1)
+    create_time: float = Field(description="psutil.Process(pid).create_time(): tells a reused pid apart.")
+
+
+class Pending(Record):
+    work_id: Id
+    status: WorkStatus
+
+
+# --- handshake ----------------------------------------------------------------------------------
+
+
+class Init(Request):
+    type: Literal["init"] = "init"
+    protocol_version: str = Field(pattern=r"^[0-9]+\.[0-9]+$", description="The kit's protocol version, MAJOR.MINOR.")
+    data_dir: str = Field(description="A private, initially empty directory for the runtime's durable storage.")
+    provider_base_url: str = Field(description="The scripted OpenAI-compatible provider, e.g. http://127.0.0.1:PORT/v1.")
+    probe_tools: list[ProbeTool] = Field(description="Tools the runtime must register, with their effect classes.")
+    failpoint_socket: str = Field(description="Unix socket path of the failpoint broker (docs/failpoints.md).")
+    run_marker: str = Field(
+        description="Put this in the environment of every process you start as RECOVERYKIT_RUN_MARKER, so the kit "
+        "can find and reap leftovers.")
+
+
+class InitOk(Reply):
+    type: Literal["init_ok"] = "init_ok"
+    name: str = Field(min_length=1, description="The runtime's name.")
+    version: str = Field(min_length=1, description="The runtime's (and adapter's) version.")
+    protocol_version: str = Field(pattern=r"^[0-9]+\.[0-9]+$",
+                                  description="The version the adapter speaks; same MAJOR.")
+    profiles: list[Profile] = Field(description="Parts of the contract implemented; the rest are not applicable.")
+    failpoints: list[PointName] = Field(description="Interruption points the runtime calls (runtime reach).")
+    restart_kinds: list[RestartKind] = Field(description="Kinds `restart` can perform.")
+    observes: list[Section] = Field(description="Snapshot sections `observe` fills; the others are sent as null.")
+
+
+# --- user operations ----------------------------------------------------------------------------
+
+
+class Submit(Request):
+    type: Literal["submit"] = "submit"
+    session_id: Id = Field(description="The chat session; created on first use.")
+    text: str = Field(description="The user's text.")
+    client_msg_id: str = Field(
+        description="The client's id for this input; a resubmission with the same id is one input.")
+
+
+class SubmitOk(Reply):
+    type: Literal["submit_ok"] = "submit_ok"
+    work_id: Id = Field(description="The work item that owns the input.")
+    input_id: Id = Field(description="The durable id of the saved input.")
+
+
+class GoalCreate(Request):
+    type: Literal["goal_create"] = "goal_create"
+    session_id: Id
+    objective: str = Field(description="The original objective and completion conditions, verbatim.")
+    budget: BudgetLimit | None = Field(description="Null: no budget (unlimited).")
+
+
+class GoalCreateOk(Reply):
+    type: Literal["goal_create_ok"] = "goal_create_ok"
+    goal_id: Id
+    work_id: Id
+    revision: int = Field(ge=0)
+
+
+class GoalUpdate(Request):
+    type: Literal["goal_update"] = "goal_update"
+    goal_id: Id
+    revision: int = Field(ge=0, description="The revision the user edited; stale: precondition_failed.")
+    objective: str
+    reason: str | None = Field(description="Why the objective changed (a waiver must say why); null if not given.")
+
+
+class GoalUpdateOk(Reply):
+    type: Literal["goal_update_ok"] = "goal_update_ok"
+    goal_id: Id
+    revision: int = Field(ge=0, description="The new revision.")
+
+
+class WorkControl(Request):
+    work_id: Id
+
+
+class ControlOk(Reply):
+    work_id: Id
+    control_version: int = Field(ge=0, description="The control version after this control was accepted.")
+
+
+class Pause(WorkControl):
+    type: Literal["pause"] = "pause"
+
+
+class PauseOk(ControlOk):
+    type: Literal["pause_ok"] = "pause_ok"
+
+
+class Resume(WorkControl):
+    type: Literal["resume"] = "resume"
+
+
+class ResumeOk(ControlOk):
+    type: Literal["resume_ok"] = "resume_ok"
+
+
+class End(WorkControl):
+    type: Literal["end"] = "end"
+
+
+class EndOk(ControlOk):
+    type: Literal["end_ok"] = "end_ok"
+
+
+class StopAll(Request):
+    type: Literal["stop_all"] = "stop_all"
+
+
+class StopAllOk(Reply):
+    type: Literal["stop_all_ok"] = "stop_all_ok"
+    stopped: list[Id] = Field(description="Work items whose durable stop intent was saved.")
+
+
+class ApprovalDecision(Request):
+    approval_id: Id
+
+
+class Approve(ApprovalDecision):
+    type: Literal["approve"] = "approve"
+
+
+class ApproveOk(Reply):
+    type: Literal["approve_ok"] = "approve_ok"
+    approval_id: Id
+
+
+class Deny(ApprovalDecision):
+    type: Literal["deny"] = "deny"
+
+
+class DenyOk(Reply):
+    type: Literal["deny_ok"] = "deny_ok"
+    approval_id: Id
+
+
+class BudgetSet(Request):
+    type: Literal["budget_set"] = "budget_set"
+    work_id: Id = Field(description="The work item (a Goal's work_id for a Goal budget).")
+    limit: BudgetLimit
+
+
+class BudgetSetOk(Reply):
+    type: Literal["budget_set_ok"] = "budget_set_ok"
+    work_id: Id
+
+
+class Retry(Request):
+    type: Literal["retry"] = "retry"
+    work_id: Id
+    idempotency_key: str = Field(description="A repeated request with this key attaches to the same run.")
+    observed_run_id: Id = Field(description="The run the user saw fail; not the latest: precondition_failed.")
+
+
+class RetryOk(Reply):
+    type: Literal["retry_ok"] = "retry_ok"
+    run_id: Id
+    created: bool = Field(description="False when the key attached to an already accepted Retry.")
+
+
+class Reload(Request):
+    type: Literal["reload"] = "reload"
+
+
+class ReloadOk(Reply):
+    type: Literal["reload_ok"] = "reload_ok"
+
+
+# --- lifecycle ----------------------------------------------------------------------------------
+
+
+class Start(Request):
+    type: Literal["start"] = "start"
+    failpoints: str = Field(description="Put in the runtime's environment as RECOVERYKIT_FAILPOINTS ('' disarms all).")
+    clock_offset_s: float = Field(description="Seconds the runtime must add to its wall clock (long downtime).")
+    host_id: str = Field(description="The host identity the runtime must record and compare for ownership.")
+
+
+class StartOk(Reply):
+    type: Literal["start_ok"] = "start_ok"
+
+
+class Stop(Request):
+    type: Literal["stop"] = "stop"
+    graceful: Literal[True] = Field(description="Always true: stop admission, save, exit. Never a user Pause.")
+
+
+class StopOk(Reply):
+    type: Literal["stop_ok"] = "stop_ok"
+
+
+class Restart(Request):
+    type: Literal["restart"] = "restart"
+    kind: RestartKind
+    failpoints: str | None = Field(
+        description="New RECOVERYKIT_FAILPOINTS for the restarted processes; null keeps them.")
+    clock_offset_s: float | None = Field(description="New clock offset; null keeps the current one.")
+    host_id: str | None = Field(description="New host identity; null keeps the current one.")
+
+
+class RestartOk(Reply):
+    type: Literal["restart_ok"] = "restart_ok"
+
+
+class Processes(Request):
+    type: Literal["processes"] = "processes"
+
+
+class ProcessesOk(Reply):
+    type: Literal["processes_ok"] = "processes_ok"
+    processes: list[ProcessInfo] = Field(description="Every live runtime process (not the adapter itself).")
+
+
+class Quiesce(Request):
+    type: Literal["quiesce"] = "quiesce"
+    timeout_s: float = Field(gt=0, description="Answer within this many seconds, quiescent or not.")
+
+
+class QuiesceOk(Reply):
+    type: Literal["quiesce_ok"] = "quiesce_ok"
+    quiescent: bool = Field(description="True when no work item is running or runnable.")
+    pending: list[Pending] = Field(description="Work items still running or runnable (empty when quiescent).")
+
+
+class Observe(Request):
+    type: Literal["observe"] = "observe"
+
+
+class ObserveOk(Reply):
+    type: Literal["observe_ok"] = "observe_ok"
+    snapshot: Snapshot
+
+
+class Shutdown(Request):
+    type: Literal["shutdown"] = "shutdown"
+
+
+class ShutdownOk(Reply):
+    type: Literal["shutdown_ok"] = "shutdown_ok"
+
+
+@dataclass(frozen=True, slots=True)
+class RPC:
+    name: str
+    doc: str
+    request: type[Request]
+    reply: type[Reply]
+    profile: Profile | None = None  # None: every adapter must answer it (perhaps with not_supported)
+    slow: bool = False  # may start or stop processes: the client allows its slow timeout
+    since: str = "1.0"
+
+
+RPCS: tuple[RPC, ...] = (
+    RPC("init", "The handshake. The first message; answered once. The runtime is not started yet.", Init, InitOk),
+    RPC("submit", "Submit user input to a session. The reply IS the acknowledgement: send it only after the input "
+        "is durably saved; never acknowledge unsaved input. `work_id` is the work item that will answer it (a new "
+        "chat request, or the session's running one when the input is queued or steered into it). Submitting the "
+        "same `client_msg_id` again returns the same `input_id` and adds nothing.", Submit, SubmitOk,
+        Profile.CHAT_CORE),
+    RPC("goal_create", "Create and activate a Goal.", GoalCreate, GoalCreateOk, Profile.GOALS),
+    RPC("goal_update", "Revise a Goal's objective; invalidates old acceptance and continuation reservations.",
+        GoalUpdate, GoalUpdateOk, Profile.GOALS),
+    RPC("pause", "User Pause: persist desired_state paused.", Pause, PauseOk, Profile.CHAT_CORE),
+    RPC("resume", "User Resume: persist desired_state run.", Resume, ResumeOk, Profile.CHAT_CORE),
+    RPC("end", "User End: persist desired_state cancelled.", End, EndOk, Profile.CHAT_CORE),
+    RPC("stop_all", "'Quit and stop all tasks': persist a stop intent for every running work item.",
+        StopAll, StopAllOk, Profile.CHAT_CORE),
+    RPC("approve", "Approve a pending approval (consumed once).", Approve, ApproveOk, Profile.APPROVALS),
+    RPC("deny", "Deny a pending approval.", Deny, DenyOk, Profile.APPROVALS),
+    RPC("budget_set", "Set or change a hard budget.", BudgetSet, BudgetSetOk, Profile.GOALS),
+    RPC("retry", "A deliberate Retry (Paperclip): idempotent per key, bound to the observed run.",
+        Retry, RetryOk, Profile.PAPERCLIP_RETRY),
+    RPC("reload", "Frontend reload: disconnect the client and reconnect; changes no intent.",
+        Reload, ReloadOk, Profile.CHAT_CORE),
+    RPC("start", "Start the runtime's processes with this environment. Answer once it admits requests.",
+        Start, StartOk, slow=True),
+    RPC("stop", "Graceful shutdown: stop admission, save accepted controls and checkpoints, exit. "
+        "Answer once every runtime process has exited.", Stop, StopOk, slow=True),
+    RPC("restart", "Perform a restart of the named kind (one the adapter declared) and answer once the runtime "
+        "admits requests again. Kills the kit does itself (psutil) never come through here.",
+        Restart, RestartOk, slow=True),
+    RPC("processes", "List the live runtime processes so the kit can kill them (by pid and create_time).",
+        Processes, ProcessesOk),
+    RPC("quiesce", "Wait, at most timeout_s, until no work is running or runnable; say what is still pending.",
+        Quiesce, QuiesceOk, slow=True),
+    RPC("observe", "Return one consistent snapshot of the durable state (see Observe snapshot).", Observe, ObserveOk),
+    RPC("shutdown", "End the session: the adapter stops any runtime processes it started, replies, then exits 0.",
+        Shutdown, ShutdownOk, slow=True),
+)
+
+RPCS_BY_NAME: dict[str, RPC] = {r.name: r for r in RPCS}
+REQUEST_TYPES: dict[str, type[Request]] = {r.name: r.request for r in RPCS}
+REPLY_TYPES: dict[str, type[Reply]] = {f"{r.name}_ok": r.reply for r in RPCS}

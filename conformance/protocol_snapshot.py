@@ -1,0 +1,214 @@
+"""The observe snapshot: the only view the kit has of a runtime's state.
+
+Every section is optional as a whole: a runtime that cannot know something (LangGraph has no leases,
+DBOS no Goals) leaves the section out of ``init_ok.observes`` and sends it as null. Inside a section,
+a field whose value the runtime cannot know is null, with the meaning its description gives; it is
+never invented. Vocabulary comes from ``recoverykit.model.catalogue``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+from recoverykit.model.catalogue import (
+    Acceptance,
+    ApprovalStatus,
+    DesiredState,
+    EffectClass,
+    GoalPhase,
+    GoalState,
+    ReasonCode,
+    RunStatus,
+    ToolStatus,
+    TurnStatus,
+    UsageStatus,
+    WorkKind,
+    WorkStatus,
+)
+
+Id = str  # opaque identifiers chosen by the runtime; compared for equality only
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class Section(StrEnum):
+    """Snapshot sections an adapter may declare in ``init_ok.observes``."""
+
+    WORK_ITEMS = "work_items"
+    GOALS = "goals"
+    TURNS = "turns"
+    TOOL_CALLS = "tool_calls"
+    APPROVALS = "approvals"
+    USAGE_RECEIPTS = "usage_receipts"
+    LEASES = "leases"
+    WAITS = "waits"
+    FENCED_WRITES = "fenced_writes"
+    RUNS = "runs"
+
+
+class AcceptedInput(Record):
+    input_id: Id = Field(description="The id returned in `submit_ok`.")
+    client_msg_id: str = Field(description="The client's id from `submit`, stored with the input.")
+    text: str = Field(description="The text as durably saved.")
+
+
+class WorkItem(Record):
+    work_id: Id
+    session_id: Id
+    kind: WorkKind
+    desired_state: DesiredState = Field(description="The durable run intent: what the user last asked for.")
+    control_version: int = Field(ge=0, description="Increases with every accepted control (pause, resume, end, ...).")
+    status: WorkStatus = Field(description="What the work item is doing now.")
+    reason_code: ReasonCode | None = Field(
+        description="Why it is where it is. Null only while running or finished; every waiting, paused, "
+        "failed or queued-for-a-reason state carries one.")
+    recovery_policy: str | None = Field(
+        description="`auto` or `disabled` (automatic recovery explicitly turned off); "
+        "null if the runtime has no such policy.")
+    host_id: str | None = Field(
+        description="The execution host identity recorded in the run intent; null if not recorded.")
+    parent_id: Id | None = Field(
+        description="The parent work item for a child Job or subtask; null for top-level work.")
+    inputs: list[AcceptedInput] = Field(description="Every accepted (acknowledged) input of this work item, in order.")
+    last_progress: str | None = Field(
+        description="An opaque id of the last committed progress point (checkpoint or turn commit); null if none yet.")
+
+
+class Budget(Record):
+    max_tokens: int | None = Field(ge=0, description="Hard token limit; null is unlimited (the default).")
+    max_cost_usd: str | None = Field(
+        pattern=r"^[0-9]+(\.[0-9]+)?$", description="Hard cost limit as a decimal string; null is unlimited.")
+    spent_tokens_known: int | None = Field(
+        ge=0, description="Tokens from receipts with known usage; null if the runtime does not track spend.")
+    requests_usage_unknown: int | None = Field(
+        ge=0, description="Requests whose usage is unknown or partial; null if not tracked.")
+
+
+class Goal(Record):
+    goal_id: Id
+    work_id: Id
+    state: GoalState
+    phase: GoalPhase | None = Field(description="Null when the state is terminal or paused.")
+    revision: int = Field(ge=0, description="The objective revision; increases on every accepted `goal_update`.")
+    can_resume: bool
+    can_verify: bool
+    can_end: bool
+    reason_code: ReasonCode | None = Field(description="Why the Goal is not working; null while working normally.")
+    budget: Budget | None = Field(description="Null: the runtime has no budget for this Goal (unlimited).")
+    acceptance: Acceptance | None = Field(description="The last acceptance result for this revision; null if none ran.")
+
+
+class Turn(Record):
+    turn_id: Id
+    work_id: Id
+    continuation_key: str | None = Field(
+        description="Stable key derived from work_id + control version + predecessor commit point; "
+        "null for the first turn of a request.")
+    predecessor: Id | None = Field(description="The turn this one continues; null for the first turn.")
+    status: TurnStatus
+
+
+class ToolCall(Record):
+    call_id: Id
+    work_id: Id
+    turn_id: Id
+    tool: str = Field(description="The probe tool's (or runtime tool's) registered name.")
+    effect_class: EffectClass = Field(description="As registered and saved at execution, never inferred from the name.")
+    status: ToolStatus
+    pid: int | None = Field(description="The child process, if the call runs one and it was recorded; else null.")
+    create_time: float | None = Field(description="The child's process start time (psutil create_time); null with pid.")
+    repair_key: str | None = Field(
+        description="The stable key of the placeholder result written by recovery; null if never repaired.")
+
+
+class Approval(Record):
+    approval_id: Id
+    work_id: Id
+    call_id: Id | None = Field(description="The tool call the approval binds to; null if it binds to the work item.")
+    status: ApprovalStatus
+
+
+class UsageReceipt(Record):
+    receipt_id: Id
+    work_id: Id
+    request_id: Id = Field(description="The provider request id fixed before dispatch.")
+    attempt: int = Field(ge=1, description="Provider attempt number of this request (retries are new attempts).")
+    goal_id: Id | None = Field(description="The Goal the usage is attributed to; null for ordinary chat.")
+    revision: int | None = Field(ge=0, description="The Goal revision attributed; null with goal_id.")
+    prompt_tokens: int | None = Field(
+        ge=0, description="Null when not known (status unknown); a lower bound if partial.")
+    completion_tokens: int | None = Field(ge=0, description="Null when not known; a lower bound if partial.")
+    usage: UsageStatus
+
+
+class Owner(Record):
+    host_id: str
+    pid: int
+    create_time: float | None = Field(description="Process start time, to tell a reused pid apart; null if unknown.")
+
+
+class Lease(Record):
+    work_id: Id
+    owner: Owner
+    generation: int = Field(ge=0, description="The fencing generation; writes from older generations are rejected.")
+    expires_at: float | None = Field(description="Unix time the lease lapses; null for leases without expiry.")
+
+
+class Wait(Record):
+    handle: str = Field(description="The durable wait handle (external job, child work item, timer).")
+    work_id: Id
+    observed_version: str | None = Field(description="The version observed when waiting began; null if none.")
+    consumption_key: str = Field(description="Unique key: a wakeup is admitted at most once per key.")
+    consumed: bool = Field(description="True once a wakeup for this key was admitted.")
+
+
+class FencedWrite(Record):
+    work_id: Id
+    generation: int = Field(ge=0, description="The stale generation that attempted the write.")
+    current_generation: int = Field(ge=0, description="The generation in force when it was rejected.")
+    what: str = Field(description="What the rejected write was (free text, for the report).")
+
+
+class Run(Record):
+    run_id: Id
+    work_id: Id
+    status: RunStatus
+    retry_of: Id | None = Field(description="The run this one retries; null for the first run.")
+    idempotency_key: str | None = Field(description="The Retry key that created this run; null if not a Retry.")
+
+
+class Snapshot(Record):
+    """One consistent read of the runtime's durable state. A null section is declared absent."""
+
+    work_items: list[WorkItem] | None = None
+    goals: list[Goal] | None = None
+    turns: list[Turn] | None = None
+    tool_calls: list[ToolCall] | None = None
+    approvals: list[Approval] | None = None
+    usage_receipts: list[UsageReceipt] | None = None
+    leases: list[Lease] | None = None
+    waits: list[Wait] | None = None
+    fenced_writes: list[FencedWrite] | None = None
+    runs: list[Run] | None = None
+
+
+SECTION_MODELS: dict[Section, type[Record]] = {
+    Section.WORK_ITEMS: WorkItem, Section.GOALS: Goal, Section.TURNS: Turn, Section.TOOL_CALLS: ToolCall,
+    Section.APPROVALS: Approval, Section.USAGE_RECEIPTS: UsageReceipt, Section.LEASES: Lease,
+    Section.WAITS: Wait, Section.FENCED_WRITES: FencedWrite, Section.RUNS: Run,
+}
+SECTION_DOCS: dict[Section, str] = {
+    Section.WORK_ITEMS: "Run intent and status of every chat request, Goal and Job.",
+    Section.GOALS: "Goal state, phase, revision and the backend-computed button permissions.",
+    Section.TURNS: "Turns with their continuation keys; an interrupted turn stays interrupted.",
+    Section.TOOL_CALLS: "Tool calls with their registered effect class and status.",
+    Section.APPROVALS: "Approvals and whether each was consumed once.",
+    Section.USAGE_RECEIPTS: "One record per provider attempt: attribution fixed before dispatch; known/unknown usage.",
+    Section.LEASES: "Execution ownership: one owner per work item, with its fencing generation.",
+    Section.WAITS: "Durable waits with their unique consumption keys.",
+    Section.FENCED_WRITES: "Writes the runtime rejected because they came from a stale generation.",
+    Section.RUNS: "Paperclip-style runs and Retries (profile paperclip_retry).",
+}
