@@ -30,3 +30,7 @@ class StaleVersion(ModelError):
 
 class MalformedRecord(ModelError):
     """A record failed validation (wrong type, missing field, value out of range)."""
+
+
+class EventNotEnabled(ModelError):
+    """An event that cannot happen in this state (e.g. resuming work that is not paused); state unchanged."""
