@@ -1,0 +1,303 @@
+"""The history checker: the contract's history clauses, judged after a run from the kit's evidence.
+
+It is independent of the lockstep machine on purpose: it reads only what the kit recorded itself
+(the operation history, the observations, the faults), the scripted provider's ledger and the probe
+tools' witness log, never the model. So a bug shared by the model and a runtime cannot hide here.
+
+Each check returns one ``ClauseResult`` per clause it judges. Its text is the clause's definition
+("broke INP-01: ..."). Evidence the run did not produce (a section the adapter does not observe, no
+unknown-effect tool ever executed) gives ``unknown``, never ``valid``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from recoverykit.conformance.history import History, Observation
+from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
+from recoverykit.conformance.witness import WitnessLog
+from recoverykit.model.catalogue import Verdict
+from recoverykit.model.contract import clause
+
+_STOPPED = {"paused", "cancelled", "done"}
+
+
+@dataclass(frozen=True)
+class ClauseResult:
+    clause_id: str
+    verdict: Verdict
+    text: str
+    evidence: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"clause": self.clause_id, "verdict": self.verdict.value, "text": self.text,
+                "evidence": list(self.evidence)}
+
+
+@dataclass
+class Evidence:
+    """Everything a run leaves for the checker (and what a bundle stores)."""
+
+    history: History
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    witness: WitnessLog | None = None
+    observes: frozenset[str] = frozenset()
+
+    def snapshots(self) -> list[Observation]:
+        return self.history.observations
+
+    def work_of_script(self) -> dict[str, str]:
+        """script id -> work_id, from the tags the kit put in each acknowledged submit."""
+        out: dict[str, str] = {}
+        for invoke, done in self.history.completions():
+            if invoke.f == "submit" and done is not None and done.type == "ok":
+                for script_id in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
+                    out[script_id] = done.value["work_id"]
+        return out
+
+
+def _result(clause_id: str, verdict: Verdict, detail: str = "", evidence: Iterable[str] = ()) -> ClauseResult:
+    statement = clause(clause_id).statement
+    prefix = {Verdict.INVALID: "broke", Verdict.VALID: "held", Verdict.UNKNOWN: "not judged"}.get(verdict, "n/a")
+    text = f"{prefix} {clause_id}: {statement}" + (f" ({detail})" if detail else "")
+    return ClauseResult(clause_id, verdict, text, tuple(evidence))
+
+
+def _section(observation: Observation | None, name: str) -> list[dict[str, Any]] | None:
+    if observation is None:
+        return None
+    return observation.snapshot.get(name)
+
+
+def check_inputs(ev: Evidence) -> list[ClauseResult]:
+    """INP-01: an acknowledged input is present exactly once; a definitely failed one never."""
+    final = ev.history.final_observation()
+    items = _section(final, "work_items")
+    submits = [(i, d) for i, d in ev.history.completions() if i.f == "submit"]
+    if items is None or not submits:
+        return [_result("INP-01", Verdict.UNKNOWN, "no submit, or work_items never observed")]
+    seen = Counter(inp["client_msg_id"] for item in items for inp in item.get("inputs", []))
+    problems = []
+    for invoke, done in submits:
+        cid, count = invoke.value.get("client_msg_id"), seen[invoke.value.get("client_msg_id")]
+        if done is not None and done.type == "ok" and count != 1:
+            problems.append(f"acknowledged input {cid!r} (op {invoke.index}) is present {count} times")
+        elif done is not None and done.type == "fail" and count != 0:
+            problems.append(f"input {cid!r} failed definitely (op {invoke.index}) but is present {count} times")
+        elif count > 1:
+            problems.append(f"input {cid!r} (indefinite, op {invoke.index}) is present {count} times")
+    if problems:
+        return [_result("INP-01", Verdict.INVALID, "; ".join(problems[:3]), problems)]
+    return [_result("INP-01", Verdict.VALID, f"{len(submits)} submits")]
+
+
+def _logical_call(token: str) -> tuple[str, str, str] | None:
+    """A probe token is script.step.attempt.index; the logical call drops the attempt."""
+    parts = token.rsplit(".", 3)
+    return (parts[0], parts[1], parts[3]) if len(parts) == 4 else None
+
+
+def check_unknown_effects(ev: Evidence) -> list[ClauseResult]:
+    """FA-15: a non-idempotent write is never re-run, whether by replaying its call or re-asking the model."""
+    if ev.witness is None:
+        return [_result("FA-15", Verdict.UNKNOWN, "no witness log")]
+    executions = [e for e in ev.witness.executions if e.effect_class == "unknown"]
+    if not executions:
+        return [_result("FA-15", Verdict.UNKNOWN, "no unknown-effect tool executed in this run")]
+    approved = Counter()
+    final = ev.history.final_observation()
+    for approval in _section(final, "approvals") or []:
+        if approval.get("status") in ("approved", "consumed"):
+            approved[approval.get("work_id")] += 1
+    work_of = ev.work_of_script()
+    runs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for e in executions:
+        key = _logical_call(e.probe_token) or (e.probe_token, "", "")
+        runs[key].append(f"{e.probe_token} pid={e.pid}")
+    repeated = {k: v for k, v in runs.items() if len(v) > 1 + approved[work_of.get(k[0])]}
+    if repeated:
+        evidence = [f"script {k[0]} step {k[1]} call {k[2]} executed {len(v)} times: {', '.join(v)}"
+                    for k, v in repeated.items()]
+        return [_result("FA-15", Verdict.INVALID, evidence[0], evidence)]
+    return [_result("FA-15", Verdict.VALID, f"{len(executions)} unknown-effect executions, none repeated")]
+
+
+def _tokens(usage: dict[str, Any] | None) -> tuple[int, int] | None:
+    if not usage:
+        return None
+    return usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+
+
+def check_usage(ev: Evidence) -> list[ClauseResult]:
+    """USG-03 counted once, USG-05 watermark not sum, USG-10 unknown stays unknown (never fabricated)."""
+    final = ev.history.final_observation()
+    receipts = _section(final, "usage_receipts")
+    ledger_calls = [c for c in calls(ev.ledger)]
+    ids = ("USG-03", "USG-05", "USG-10")
+    if receipts is None or not ledger_calls:
+        return [_result(i, Verdict.UNKNOWN, "usage_receipts not observed, or no provider request") for i in ids]
+    if any(c.request.get("request_id_source") != "header" for c in ledger_calls):
+        return [_result(i, Verdict.UNKNOWN, "the runtime sent requests without X-Request-Id; "
+                        "receipts cannot be matched to the provider's ledger") for i in ids]
+    by_id: dict[str, list[Call]] = defaultdict(list)
+    for c in ledger_calls:
+        by_id[c.request["request_id"]].append(c)
+    rec_by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in receipts:
+        rec_by_id[r["request_id"]].append(r)
+    once, watermark, unknown = [], [], []
+    for rid, recs in rec_by_id.items():
+        billed = [c for c in by_id.get(rid, [])]
+        if len(recs) > max(1, len(billed)):
+            once.append(f"request {rid}: {len(recs)} receipts for {len(billed)} provider attempts")
+        known = [r for r in recs if r["usage"] == "known"]
+        if known and not billed:
+            unknown.append(f"request {rid}: a known receipt but the provider never received it (fabricated)")
+            continue
+        seen_usage = [_tokens(c.usage_reported) for c in billed]
+        for r in known:
+            got = (r.get("prompt_tokens") or 0, r.get("completion_tokens") or 0)
+            if all(u is None for u in seen_usage):
+                unknown.append(f"request {rid}: known usage {got} but the response carried none (should be unknown)")
+            elif got not in seen_usage:
+                bigger = any(u is not None and sum(got) > sum(u) for u in seen_usage)
+                (watermark if bigger else unknown).append(
+                    f"request {rid}: receipt says {got}, the provider reported {seen_usage}"
+                    + (" (cumulative snapshots summed?)" if bigger else ""))
+    if final is not None and final.quiescent:
+        for rid, billed in by_id.items():
+            if rid not in rec_by_id and any(c.response is not None for c in billed):
+                unknown.append(f"request {rid}: the provider answered but no receipt exists (usage dropped)")
+    out = []
+    for clause_id, problems in zip(ids, (once, watermark, unknown), strict=True):
+        verdict = Verdict.INVALID if problems else Verdict.VALID
+        out.append(_result(clause_id, verdict, problems[0] if problems else f"{len(receipts)} receipts",
+                           problems))
+    return out
+
+
+def check_generations(ev: Evidence) -> list[ClauseResult]:
+    """OWN-02 one owner per work item; OWN-06 generations only move forward, stale writes rejected."""
+    observed = [o for o in ev.snapshots() if o.snapshot.get("leases") is not None]
+    if not observed or not any(o.snapshot["leases"] for o in observed):
+        return [_result(i, Verdict.UNKNOWN, "no lease ever observed") for i in ("OWN-02", "OWN-06")]
+    owners, backwards = [], []
+    latest: dict[str, int] = {}
+    for o in observed:
+        per_work = Counter(lease["work_id"] for lease in o.snapshot["leases"])
+        owners += [f"observation {o.index}: {w} has {n} leases" for w, n in per_work.items() if n > 1]
+        for lease in o.snapshot["leases"]:
+            w, g = lease["work_id"], lease["generation"]
+            if g < latest.get(w, -1):
+                backwards.append(f"observation {o.index}: {w} generation went back from {latest[w]} to {g}")
+            latest[w] = max(g, latest.get(w, -1))
+        for fw in o.snapshot.get("fenced_writes") or []:
+            if fw["generation"] >= fw["current_generation"]:
+                backwards.append(f"observation {o.index}: a write of generation {fw['generation']} was "
+                                 f"'fenced' though it was current ({fw['current_generation']})")
+    return [_result("OWN-02", Verdict.INVALID if owners else Verdict.VALID, owners[0] if owners else "", owners),
+            _result("OWN-06", Verdict.INVALID if backwards else Verdict.VALID,
+                    backwards[0] if backwards else "", backwards)]
+
+
+def _stops(ev: Evidence) -> list[tuple[str, float, int]]:
+    """(work_id, time acknowledged, op index) for every acknowledged pause, end and stop_all."""
+    out = []
+    for invoke, done in ev.history.completions():
+        if done is None or done.type != "ok":
+            continue
+        if invoke.f in ("pause", "end"):
+            out.append((invoke.value["work_id"], done.time, done.index))
+        elif invoke.f == "stop_all":
+            out += [(w, done.time, done.index) for w in done.value.get("stopped", [])]
+    return out
+
+
+def check_stops(ev: Evidence) -> list[ClauseResult]:
+    """RI-03: paused or stopped work is never continued (not by a restart, not by recovery)."""
+    stops = _stops(ev)
+    if not stops:
+        return [_result("RI-03", Verdict.UNKNOWN, "no pause, end or stop_all was acknowledged")]
+    resumes = [(i.value["work_id"], d.index) for i, d in ev.history.completions()
+               if i.f == "resume" and d is not None and d.type != "fail"]
+    script_of = {w: s for s, w in ev.work_of_script().items()}
+    problems = []
+    for work_id, _, at in stops:
+        until = min([r for w, r in resumes if w == work_id and r > at], default=None)
+        window = [o for o in ev.snapshots() if o.index > at and (until is None or o.index < until)]
+        for o in window:
+            item = next((w for w in o.snapshot.get("work_items") or [] if w["work_id"] == work_id), None)
+            if item is not None and item["desired_state"] not in _STOPPED:
+                problems.append(f"observation {o.index}: {work_id} desired_state is {item['desired_state']} "
+                                f"after the stop acknowledged at op {at}")
+        settled = next((o for o in window if o.quiescent), None)
+        if settled is None or work_id not in script_of:
+            continue
+        end = next((e.time for e in ev.history.events if e.index == until), float("inf")) if until else float("inf")
+        for c in calls(ev.ledger):
+            if c.request.get("script_id") == script_of[work_id] and settled.time < c.request["time"] < end:
+                problems.append(f"{work_id} sent provider request {c.request['request_id']} after it was "
+                                f"stopped (op {at}) and had settled (observation {settled.index})")
+    if problems:
+        return [_result("RI-03", Verdict.INVALID, problems[0], problems)]
+    return [_result("RI-03", Verdict.VALID, f"{len(stops)} stops held")]
+
+
+def check_settled(ev: Evidence) -> list[ClauseResult]:
+    """RI-02 work meant to run continues; UI-05 everything not running or finished says why."""
+    final = ev.history.final_observation()
+    items = _section(final, "work_items")
+    if final is None or items is None or not items:
+        return [_result(i, Verdict.UNKNOWN, "no work item observed") for i in ("RI-02", "UI-05")]
+    if not final.quiescent:
+        return [_result(i, Verdict.UNKNOWN, "the run never became quiescent") for i in ("RI-02", "UI-05")]
+    stuck, unexplained = [], []
+    for item in items:
+        if item["desired_state"] == "run" and item["status"] in ("queued", "running"):
+            stuck.append(f"{item['work_id']} is {item['status']} though the runtime reported quiescence")
+        if item["desired_state"] == "run" and item["status"] == "paused":
+            stuck.append(f"{item['work_id']} is paused though the user never paused it ({item['reason_code']})")
+        if item["status"] not in ("running", "finished") and not item.get("reason_code"):
+            unexplained.append(f"{item['work_id']} is {item['status']} without a reason_code")
+    return [_result("RI-02", Verdict.INVALID if stuck else Verdict.VALID, stuck[0] if stuck else "", stuck),
+            _result("UI-05", Verdict.INVALID if unexplained else Verdict.VALID,
+                    unexplained[0] if unexplained else "", unexplained)]
+
+
+def check_continuations(ev: Evidence) -> list[ClauseResult]:
+    """REC-06: a continuation is admitted once: no two turns share a continuation key."""
+    turns = _section(ev.history.final_observation(), "turns")
+    if not turns:
+        return [_result("REC-06", Verdict.UNKNOWN, "no turns observed")]
+    dup = [f"continuation key {k!r} admitted {n} times" for k, n in
+           Counter(t["continuation_key"] for t in turns).items() if n > 1]
+    return [_result("REC-06", Verdict.INVALID if dup else Verdict.VALID, dup[0] if dup else "", dup)]
+
+
+CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
+    check_inputs, check_unknown_effects, check_usage, check_generations, check_stops, check_settled,
+    check_continuations,
+)
+
+
+def check(ev: Evidence) -> list[ClauseResult]:
+    """Every history clause, judged on one run's evidence."""
+    return [result for fn in CHECKS for result in fn(ev)]
+
+
+def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:
+    """Per clause across runs: any invalid is invalid; else any valid is valid; else unknown."""
+    out: dict[str, Verdict] = {}
+    for r in results:
+        now = out.get(r.clause_id)
+        if r.verdict is Verdict.INVALID or now is Verdict.INVALID:
+            out[r.clause_id] = Verdict.INVALID
+        elif r.verdict is Verdict.VALID or now is Verdict.VALID:
+            out[r.clause_id] = Verdict.VALID
+        else:
+            out[r.clause_id] = Verdict.UNKNOWN
+    return out

@@ -1,0 +1,154 @@
+"""The kit's own record of a run: every operation, observation and fault, as Jepsen keeps it.
+
+The history is the checker's evidence, so it is written by the kit, never taken from the adapter:
+each operation is an ``invoke`` followed by exactly one completion, ``ok`` (the reply), ``fail``
+(a definite error: it did not and will not happen) or ``info`` (indefinite: it may have happened,
+e.g. in flight when a process was killed). Observations (``observe`` snapshots) and faults (kills,
+restarts, clock jumps) are interleaved in the same sequence with wall times, so the checker can ask
+"what did the runtime do after the user's Pause was acknowledged?".
+
+The file is JSON lines (``history.jsonl`` in the run directory), flushed per record, so a bundle
+re-checked later (``recoverykit check``) sees exactly what the run saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from recoverykit.model.errors import MalformedRecord
+
+OpType = Literal["invoke", "ok", "fail", "info"]
+
+
+@dataclass(frozen=True)
+class Op:
+    index: int  # position in the history; a completion carries its invocation's index in ``invoke``
+    type: OpType
+    f: str  # the request type: submit, pause, stop_all, ...
+    value: dict[str, Any]
+    time: float
+    invoke: int | None = None  # for completions: the index of the matching invoke
+
+
+@dataclass(frozen=True)
+class Observation:
+    index: int
+    time: float
+    snapshot: dict[str, Any]
+    quiescent: bool | None = None  # the quiesce reply that preceded it, when there was one
+
+
+@dataclass(frozen=True)
+class Fault:
+    index: int
+    time: float
+    kind: str  # a RestartKind value, "kill", "clock_jump", ...
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+Event = Op | Observation | Fault
+
+
+@dataclass
+class History:
+    """An in-memory history; ``Recorder`` builds one and mirrors it to disk."""
+
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def ops(self) -> list[Op]:
+        return [e for e in self.events if isinstance(e, Op)]
+
+    @property
+    def observations(self) -> list[Observation]:
+        return [e for e in self.events if isinstance(e, Observation)]
+
+    @property
+    def faults(self) -> list[Fault]:
+        return [e for e in self.events if isinstance(e, Fault)]
+
+    def completions(self) -> Iterator[tuple[Op, Op | None]]:
+        """Each invocation with its completion (None if the run ended before it completed)."""
+        done = {op.invoke: op for op in self.ops if op.type != "invoke"}
+        for op in self.ops:
+            if op.type == "invoke":
+                yield op, done.get(op.index)
+
+    def final_observation(self) -> Observation | None:
+        observations = self.observations
+        return observations[-1] if observations else None
+
+
+class Recorder:
+    """Appends events to a History and, if given a path, to ``history.jsonl``."""
+
+    def __init__(self, path: str | os.PathLike | None = None, *, clock=time.time) -> None:
+        self.history = History()
+        self._clock = clock
+        self._file = open(path, "a", encoding="utf-8") if path is not None else None  # noqa: SIM115
+
+    def _add(self, event: Event) -> Event:
+        self.history.events.append(event)
+        if self._file is not None:
+            record = {"event": type(event).__name__.lower(), **asdict(event)}
+            self._file.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+            self._file.flush()
+        return event
+
+    def _next(self) -> int:
+        return len(self.history.events)
+
+    def invoke(self, f: str, value: dict[str, Any]) -> Op:
+        return self._add(Op(self._next(), "invoke", f, dict(value), self._clock()))
+
+    def complete(self, invocation: Op, type_: OpType, value: dict[str, Any]) -> Op:
+        if type_ == "invoke":
+            raise ValueError("a completion is ok, fail or info")
+        return self._add(Op(self._next(), type_, invocation.f, dict(value), self._clock(), invocation.index))
+
+    def observe(self, snapshot: dict[str, Any], quiescent: bool | None = None) -> Observation:
+        return self._add(Observation(self._next(), self._clock(), snapshot, quiescent))
+
+    def fault(self, kind: str, **detail: Any) -> Fault:
+        return self._add(Fault(self._next(), self._clock(), kind, detail))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_history(path: str | os.PathLike) -> History:
+    """Read ``history.jsonl``; a torn last line (the kit killed mid-write) is dropped, not fatal."""
+    history = History()
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            if number == len(lines):
+                break
+            raise MalformedRecord(f"{path}: line {number} is not JSON ({exc}); the history is corrupt") from None
+        kind = record.pop("event", None)
+        cls = {"op": Op, "observation": Observation, "fault": Fault}.get(kind)
+        if cls is None:
+            raise MalformedRecord(f"{path}: line {number} has event {kind!r}; expected op, observation or fault")
+        try:
+            history.events.append(cls(**record))
+        except TypeError as exc:
+            raise MalformedRecord(f"{path}: line {number} is not a valid {kind} record: {exc}") from None
+    return history
