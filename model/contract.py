@@ -240,7 +240,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Closing a window or reloading the frontend only disconnects the client",
        restarts=(_RK.FRONTEND_RELOAD,)),
     _c("CTL-02", _S, _CHAT, "MLC", SEED_000, ARC,
-       "\"Quit and stop all tasks\" persists the user's stop intent before exit; nothing it stopped resumes.",
+       "The \"quit and stop all tasks\" exit persists the user's stop intent first; nothing it stopped resumes.",
        "must persist user stop intent", restarts=(_RK.STOP_ALL_EXIT,)),
     _c("CTL-03", _S, _CHAT, "MLC", SEED_000, ARC,
        "An ordinary App exit, upgrade, worker crash or machine restart is never taken as a user Pause.",
@@ -417,8 +417,8 @@ CLAUSES: tuple[Clause, ...] = (
        "Writes related to an unknown effect keep their original approval and recovery restrictions.",
        "related writes retain original approval and recovery restrictions"),
     _c("EFF-05", _S, _CHAT, "MLH", SEED_000, SAFE,
-       "read_only, idempotent and state_probe come only from trusted tool registration and the implementation "
-       "identity saved at execution.",
+       "The effect classes read_only, idempotent and state_probe come only from trusted tool registration and the "
+       "implementation identity saved at execution.",
        "read_only / idempotent / state_probe capabilities come from trusted tool registration and implementation "
        "identity saved at execution"),
     _c("EFF-06", _S, _CHAT, "MLH", SEED_000, SAFE,
@@ -576,7 +576,7 @@ CLAUSES: tuple[Clause, ...] = (
 
     # ---- Usage, cost and budget
     _c("USG-01", _S, _CHAT, "MLH", SEED_000, COST,
-       "goal_id, revision, turn_id and request_id are fixed before a provider request is dispatched.",
+       "A provider request's goal_id, revision, turn_id and request_id are fixed before it is dispatched.",
        "Fix goal_id / revision / turn_id / request_id before dispatch.", points=("provider.request.before",)),
     _c("USG-02", _S, _GOALS, "ML", SEED_000, COST,
        "Ordinary chat after a Goal is paused carries no attribution to that Goal.",
@@ -673,8 +673,8 @@ CLAUSES: tuple[Clause, ...] = (
        "Derived UI and statistics are reconstructable and never overwrite original records.",
        "Derived UI and statistics can be reconstructed and must not overwrite original records."),
     _c("UI-04", _S, _GOALS, "ML", SEED_000, CTRL,
-       "can_resume, can_verify, can_end and reason_code come from the backend; no client infers them from status "
-       "strings.",
+       "The flags can_resume, can_verify, can_end and the reason_code come from the backend; no client infers them "
+       "from status strings.",
        "Backend can_resume / can_verify / can_end and reason_code determine button permissions"),
     _c("UI-05", _S, _CHAT, "ML", SEED_000, CTRL,
        "Every work item that is neither running nor finished carries a reason_code; no control is disabled without "
@@ -739,8 +739,8 @@ CLAUSES: tuple[Clause, ...] = (
        "A Retry never silently drops the agent's work.",
        "A Retry never silently drops the agent's work"),
     _c("RTY-09", _S, _PC, "MC", SEED_001, PC_ADM,
-       "A workspace is reused only when the prior executor is stopped, its leases released, the recovery generation "
-       "settled, and nothing else holds the directory.",
+       "A workspace is reused only when it is the same task-owned local directory (not shared, not remote), the prior "
+       "executor is stopped, its leases released, the recovery generation settled, and nothing else holds it.",
        "The prior executor must be stopped, its leases released, and the recovery generation settled."),
     _c("RTY-10", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Otherwise the Retry runs in a fresh isolated attempt seeded from committed files, and the previous "
@@ -843,6 +843,14 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-37", _S, _PC, "LH", SEED_001, PC_DIAG,
        "An admission whose outcome is unknown reconciles the same request key, never a new one.",
        "Unknown admission reconciles the same request key."),
+    _c("RTY-38", _S, _PC, "ML", SEED_001, PC_ADM,
+       "Each retained recovery hold of a failed execution keeps its own containment and effect checks; a hold never "
+       "borrows another run's workspace strategy.",
+       "It does not borrow another run's strategy or skip any hold's independent containment and effect checks."),
+    _c("RTY-39", _S, _PC, "MCH", SEED_001, PC_ADM,
+       "Continuing a failed native preparation needs proof that no provider work started and exact stop receipts for "
+       "every source lease; any input, result, process, output or usage evidence prevents admission.",
+       "input, result, process, output and provider usage evidence still prevent admission"),
 
     # ---- Restart failure acceptance (seed 000, with 003 where it is more precise)
     _c("FA-01", _S, _CHAT, "C", SEED_000, FAIL,
@@ -934,10 +942,11 @@ OMISSIONS: tuple[Omission, ...] = (
              "legacy storage migration inside one product; not visible through the adapter protocol"),
     Omission("Goal and Job share start/settlement transactions in usage.db", SEED_000, COST,
              "names one product's storage layout; the observable consequence is JOB-04 and USG-03"),
-    Omission("reserve a maximum request amount when calculable; hard budgets accept only audited limits, explicit "
-             "prices and service tiers", SEED_000, COST,
+    Omission("reserve a maximum request amount when calculable, otherwise no promise of absolute overspend "
+             "prevention; hard budgets accept only audited limits, explicit prices and service tiers", SEED_000, COST,
              "price-table and tier configuration is product policy the kit cannot observe; USG-16 covers unknown cost"),
-    Omission("semantic requirements use independent model review; independent acceptance can also err", SEED_000,
+    Omission("semantic requirements use independent model review; independent acceptance can also err; ask the user "
+             "only when ambiguity would change scope", SEED_000,
              TODO, "the judgement's quality is not a recovery property; ACC-05 keeps the review independent"),
     Omission("test isolation rules: isolated storage, non-user-visible processes, never terminate the user's work, "
              "default-instance App acceptance, never reboot the user's machine, OS reboot listed as unverified",
@@ -950,7 +959,8 @@ OMISSIONS: tuple[Omission, ...] = (
              PC_ADM, "GitHub-integration machinery specific to Paperclip; the general rules (RTY-18, RTY-19, RTY-24) "
              "are kept"),
     Omission("saved-input batching (batch sizes, per-principal access checks), Agent Chat owner checks, object run "
-             "logs with zero-byte SHA-256 proofs, sessionIdBefore", SEED_001, PC_ADM,
+             "logs with zero-byte SHA-256 proofs, sessionIdBefore, the priorWorkspace hint and Git status readability",
+             SEED_001, PC_ADM,
              "implementation detail of Paperclip's storage and integrations with no counterpart in the abstract "
              "runtime"),
     Omission("hosted Cloud / Daytona machinery: signed absence observations, sandbox reopen, stop receipts, export and "
