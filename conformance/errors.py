@@ -51,16 +51,15 @@ class ProtocolError(RecoveryKitError):
         super().__init__(self._paragraph())
 
     def _paragraph(self) -> str:
-        parts = [f"Adapter protocol error (verdict: {self.verdict.value}):"]
+        what = []
         if self.sent is not None:
-            parts.append(f"the kit sent {_clip(self.sent)}")
+            what.append(f"the kit sent {_clip(self.sent)}")
         if self.expected:
-            parts.append(f"and expected {self.expected};")
+            what.append(f"{'expecting' if what else 'the kit expected'} {self.expected}")
+        text = f"Adapter protocol error (verdict: {self.verdict.value}): " + ", ".join(what)
         if self.received is not None:
-            parts.append(f"the adapter wrote {_clip(self.received)}.")
-        parts.append(f"Why: {self.reason.rstrip('.')}.")
-        parts.append(f"Read {self.doc}.")
-        return " ".join(parts)
+            text += f"{'; ' if what else ''}the adapter wrote {_clip(self.received)}"
+        return f"{text.rstrip(': ')}. Why: {self.reason.rstrip('.')}. Read {self.doc}."
 
     @property
     def exit_code(self) -> int:

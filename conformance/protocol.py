@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
-from recoverykit.conformance.errors import MalformedMessage, SnapshotMismatch, UnexpectedReply
+from recoverykit.conformance.errors import LineTooLong, MalformedMessage, SnapshotMismatch, UnexpectedReply
 from recoverykit.conformance.protocol_envelope import (
     ERROR_CODES_BY_NAME,
     MAX_LINE_BYTES,
@@ -53,12 +53,12 @@ def _explain(exc: ValidationError, limit: int = 3) -> str:
 
 def decode(line: bytes | str, *, direction: Direction = "from_adapter", max_line_bytes: int = MAX_LINE_BYTES,
            sent: Any = None, expected: str | None = None) -> Message:
-    """Turn one line into a validated message of the given direction, or raise ``MalformedMessage``."""
+    """Turn one line into a validated message of the given direction, or raise a ``ProtocolError``."""
     raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
     body = raw[:-1] if raw.endswith(b"\n") else raw
     ctx = {"sent": sent, "expected": expected or "one JSON object on one line", "received": raw}
     if len(body) > max_line_bytes:
-        raise MalformedMessage(f"the line is {len(body)} bytes, over the {max_line_bytes}-byte limit",
+        raise LineTooLong(f"the line is {len(body)} bytes or more, over the {max_line_bytes}-byte limit",
                                doc=f"{DOC}#transport", **ctx)
     try:
         text = body.decode("utf-8")
@@ -119,7 +119,7 @@ def check_answers(reply: Reply, request: Request, raw: Any = None) -> Reply:
                                    doc=f"{DOC}#errors", **ctx)
         return reply
     if reply.type != f"{rtype}_ok":  # type: ignore[attr-defined]
-        raise UnexpectedReply(f"a `{reply.type}` cannot answer `{rtype}`", **ctx)  # type: ignore[attr-defined]
+        raise UnexpectedReply(f"a reply of type `{reply.type}` cannot answer `{rtype}`", **ctx)  # type: ignore[attr-defined]
     if isinstance(reply, InitOk) and major(reply.protocol_version) != major(PROTOCOL_VERSION):
         raise MalformedMessage(f"the adapter speaks protocol {reply.protocol_version}, the kit {PROTOCOL_VERSION}; "
                                "the MAJOR versions must match", doc=f"{DOC}#handshake", **ctx)

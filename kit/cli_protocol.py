@@ -26,3 +26,31 @@ def docs() -> None:
     from recoverykit.conformance.protocol_docs import render
 
     click.echo(render(), nl=False)
+
+
+@protocol.command()
+@click.option("--adapter", "adapter", required=True, help="The adapter command (split like a shell would; no shell).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds to wait for each reply.")
+@click.option("--out", "out", type=click.Path(file_okay=False), default=None,
+              help="Run directory for the adapter's stderr log and message record (default: a temporary one).")
+@click.option("--max-line-bytes", type=click.IntRange(min=64), default=None, help="Per-line limit (default 1 MiB).")
+def ping(adapter: str, timeout_s: float, out: str | None, max_line_bytes: int | None) -> None:
+    """Handshake, observe, shut down: the first check of a new adapter.
+
+    Exits 0 when the adapter speaks the protocol, 1 on a protocol break, 2 when the outcome is unknown
+    (silence past the timeout, or observe refused), 64 when the command cannot be started.
+    """
+    from recoverykit.conformance.errors import AdapterCommandError
+    from recoverykit.conformance.ping import ping as run_ping
+    from recoverykit.errors import UsageError
+
+    try:
+        result = run_ping(adapter, timeout_s=timeout_s, out=out, max_line_bytes=max_line_bytes)
+    except AdapterCommandError as exc:
+        raise UsageError(str(exc)) from None
+    for line in result.lines:
+        click.echo(line)
+    if result.error:
+        click.echo(result.error, err=True)
+    click.get_current_context().exit(result.exit_code)
