@@ -194,12 +194,12 @@ CLAUSES: tuple[Clause, ...] = (
        "latest control version, permission scope, objective revision, host identity, parent/child, last committed "
        "progress and recovery policy.",
        "It records work_id, original input and unconsumed messages, desired_state (run / paused / cancelled / done)"),
-    _c("RI-02", _L, _CHAT, "MLC", SEED_000, ARC,
+    _c("RI-02", _L, _CHAT, "MLCH", SEED_000, ARC,
        "Authorized work whose desired_state is still run is recovered automatically after a restart, for ordinary "
        "sessions and Goals alike, without the user reopening the session.",
        "By default, automatically recover previously authorized work whose state remains run",
        restarts=(_RK.NORMAL_EXIT, _RK.GRACEFUL_WORKER_RESTART, *_KILLS)),
-    _c("RI-03", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("RI-03", _S, _CHAT, "MLCH", SEED_000, ARC,
        "Recovery preserves pauses, stops, completion, outstanding approvals and exhausted budgets: none of them is "
        "resumed by a restart.",
        "Preserve pauses, stops, completion, outstanding approval, and exhausted budgets."),
@@ -481,8 +481,8 @@ CLAUSES: tuple[Clause, ...] = (
        "A durable wait saves work_id / Goal revision, handle, observed version and a unique consumption key.",
        "saving work_id / Goal revision, handle, observed version, and unique consumption key"),
     _c("WAIT-02", _S, _CHAT, "MCH", SEED_000, TODO,
-       "A completion, failure or timeout notification admits at most once, and only if intent is still run, "
-       "versions match and no other execution is current.",
+       "A completion, failure or timeout notification admits its continuation exactly once, never twice, and only if "
+       "intent is still run, versions match and no other execution is current.",
        "admit exactly once only if intent remains run, versions match, and no other current execution exists"),
     _c("WAIT-03", _L, _CHAT, "MC", SEED_000, TODO,
        "A missing notification is found by reconciliation polling with backoff.",
@@ -676,7 +676,7 @@ CLAUSES: tuple[Clause, ...] = (
        "The flags can_resume, can_verify, can_end and the reason_code come from the backend; no client infers them "
        "from status strings.",
        "Backend can_resume / can_verify / can_end and reason_code determine button permissions"),
-    _c("UI-05", _S, _CHAT, "ML", SEED_000, CTRL,
+    _c("UI-05", _S, _CHAT, "MLH", SEED_000, CTRL,
        "Every work item that is neither running nor finished carries a reason_code; no control is disabled without "
        "explanation.",
        "not permanently disabled unexplained controls"),

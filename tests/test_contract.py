@@ -285,3 +285,20 @@ def test_addressed_entries_point_at_real_seed_text_clauses_and_omissions(seeds):
             assert target.removeprefix("omitted:").lower() in omitted, target
         else:
             clause(target)
+
+
+_CITED = re.compile(r"\b(?:" + "|".join(AREAS) + r")-\d{2,3}\b")
+
+
+def test_every_clause_id_cited_elsewhere_in_the_kit_exists():
+    """A typo in a cited id would make a violation message point nowhere."""
+    known = {c.id for c in CLAUSES}
+    unknown = []
+    for folder in ("kit", "model", "conformance", "chaos", "impl", "reports", "benchmarks"):
+        for source in sorted((ROOT / folder).rglob("*.py")):
+            if source.name == "contract.py" and source.parent.name == "model":
+                continue
+            for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+                unknown += [f"{source.relative_to(ROOT)}:{number}: {cited}" for cited in _CITED.findall(line)
+                            if cited not in known]
+    assert not unknown, "clause ids cited but not in model/contract.py:\n" + "\n".join(unknown)
