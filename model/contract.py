@@ -1045,7 +1045,13 @@ def render_markdown() -> str:
         "after real process faults at interruption points and restart kinds), **history** (checked on the "
         "recorded history, provider ledger and probe witness log).",
         "",
-        f"{len(CLAUSES)} clauses, {len(OMISSIONS)} deliberate omissions.",
+        f"{len(CLAUSES)} clauses ({sum(c.kind is Kind.SAFETY for c in CLAUSES)} safety, "
+        f"{sum(c.kind is Kind.LIVENESS for c in CLAUSES)} liveness), {len(OMISSIONS)} deliberate omissions. "
+        "Checkable by " + ", ".join(f"{m.value}: {sum(m in c.methods for c in CLAUSES)}" for m in Method) + ".",
+        "",
+        "Cite a clause from code with `clause(\"OWN-06\").broke(detail)` (`recoverykit.model.contract`); look one "
+        "up with `recoverykit contract show OWN-06`; list them with `recoverykit contract list [--json] "
+        "[--profile P] [--method M]`.",
         "",
         "| area | clauses | " + " | ".join(p.value for p in Profile) + " |",
         "| --- | ---: | " + " | ".join("---:" for _ in Profile) + " |",
