@@ -31,6 +31,7 @@ import time
 ENV_FAILPOINTS = "RECOVERYKIT_FAILPOINTS"
 ENV_FAILPOINT_SOCKET = "RECOVERYKIT_FAILPOINT_SOCKET"
 ACTIONS = ("off", "pause", "crash", "sleep")
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 class _Point:
@@ -50,14 +51,16 @@ def parse(text: str) -> dict[str, list[tuple[str, int | None, int | None]]]:
             continue
         point, sep, chain = entry.partition("=")
         point = point.strip()
-        if not sep or not point or point in armed:
+        if not sep or point in armed or not all(w and set(w) <= _NAME_CHARS for w in point.split(".")):
             raise ValueError(f"bad failpoint entry {entry!r} in {ENV_FAILPOINTS}={text!r}")
         terms = []
         for raw in chain.split("->"):
             count_text, star, action = raw.strip().rpartition("*")
+            if star and not _digits(count_text):
+                raise ValueError(f"bad failpoint count in {raw!r} in {ENV_FAILPOINTS}={text!r}")
             count = int(count_text) if star else None
             millis = None
-            if action.startswith("sleep(") and action.endswith(")"):
+            if action.startswith("sleep(") and action.endswith(")") and _digits(action[6:-1]):
                 action, millis = "sleep", int(action[6:-1])
             bad_count = count is not None and count < 1
             if action not in ACTIONS or (action == "sleep") != (millis is not None) or bad_count:
@@ -67,6 +70,10 @@ def parse(text: str) -> dict[str, list[tuple[str, int | None, int | None]]]:
             terms.append((action, count, millis))
         armed[point] = terms
     return armed
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def _load(environ=os.environ) -> dict[str, _Point]:

@@ -1,0 +1,89 @@
+"""Nothing outlives a run: every process started for it carries a marker, and the reaper finds it.
+
+The kit puts ``RECOVERYKIT_RUN_MARKER=<marker>`` in the environment of everything it starts (the
+adapter, the runtime, and through them every worker and tool child, since environments are
+inherited). ``leftovers(marker)`` scans process environments with psutil; ``reap(marker)`` kills
+what it finds. A marker names its owner (the kit process's pid and start time), so when the kit
+itself was SIGKILLed, the next run's ``reap_stale()`` finds markers whose owner is dead and reaps
+them, while the markers of other live kits (parallel test workers) are left alone.
+
+Marker format: ``recoverykit-<owner pid>-<owner create_time in ms>-<8 hex>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import uuid
+from collections.abc import Mapping
+
+import psutil
+from recoverykit.chaos.killer import KillReport, ProcRef, kill_all
+from recoverykit.model.errors import InvalidArgument
+
+ENV_RUN_MARKER = "RECOVERYKIT_RUN_MARKER"
+MARKER_PREFIX = "recoverykit-"
+_MARKER_RE = re.compile(r"recoverykit-(\d+)-(\d+)-([0-9a-f]{8})")
+
+
+def new_marker() -> str:
+    """A fresh marker owned by this process."""
+    me = psutil.Process()
+    return f"{MARKER_PREFIX}{me.pid}-{round(me.create_time() * 1000)}-{uuid.uuid4().hex[:8]}"
+
+
+def marked_env(marker: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) plus the run marker."""
+    if not _MARKER_RE.fullmatch(marker):
+        raise InvalidArgument(f"not a run marker: {marker!r}; make one with reaper.new_marker()")
+    return {**(os.environ if base is None else base), ENV_RUN_MARKER: marker}
+
+
+def owner_alive(marker: str) -> bool:
+    """Is the kit process that made ``marker`` still running? Unparseable markers count as alive."""
+    match = _MARKER_RE.fullmatch(marker)
+    if match is None:
+        return True  # not ours to judge: never reap what we cannot attribute
+    pid, created_ms = int(match.group(1)), int(match.group(2))
+    try:
+        return abs(psutil.Process(pid).create_time() * 1000 - created_ms) < 50
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _marked() -> dict[str, list[ProcRef]]:
+    """marker -> processes carrying it (only processes whose environment we may read)."""
+    found: dict[str, list[ProcRef]] = {}
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            marker = proc.environ().get(ENV_RUN_MARKER)
+            if marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.setdefault(marker, []).append(ProcRef(proc.pid, proc.info["create_time"]))
+    return found
+
+
+def leftovers(marker: str) -> list[ProcRef]:
+    """Live processes carrying ``marker``."""
+    return sorted(_marked().get(marker, []))
+
+
+def reap(marker: str, timeout: float = 5.0) -> KillReport:
+    """SIGKILL every live process carrying ``marker`` and verify each is dead."""
+    if not marker:
+        raise InvalidArgument("reap() needs a marker; an empty one would match nothing or everything")
+    return kill_all(leftovers(marker), timeout)
+
+
+def stale_markers() -> dict[str, list[ProcRef]]:
+    """Markers of recoverykit runs whose owner is dead, with their live processes."""
+    return {m: sorted(refs) for m, refs in _marked().items() if m.startswith(MARKER_PREFIX) and not owner_alive(m)}
+
+
+def reap_stale(timeout: float = 5.0) -> KillReport:
+    """Reap the leftovers of earlier runs whose kit died without cleaning up."""
+    targets = [ref for refs in stale_markers().values() for ref in refs]
+    return kill_all(targets, timeout)

@@ -1,0 +1,123 @@
+"""A probe tool: an executable a runtime runs as a tool, leaving a witness of every real execution.
+
+Standard library only and free of kit imports, so it starts fast and can be run as a file
+(``python .../probe.py``) or as ``python -m recoverykit.conformance.probe``. The runtime runs the
+tool's declared argv with ONE extra argument, the tool call's arguments as a JSON object::
+
+    <argv...> '{"probe_token": "t1.0.1.0", "sleep_s": 2, "hold": false, "exit_code": 0}'
+
+argv (fixed by the kit, passed in ``init``): ``--witness PATH --name NAME --effect-class CLASS
+[--tool-version V] [--broker SOCKET]``. Arguments (all optional; unknown keys are ignored):
+
+- ``probe_token``: the scripted provider puts a unique one in every tool call it emits;
+- ``sleep_s``: the effect takes this long (a long-running child that can outlive its parent);
+- ``hold``: after the effect, report ``tool.finished.uncommitted`` to the failpoint broker (or, with
+  no broker, wait for the file ``<witness>.release/<probe_token>``) and wait until released, so
+  "tool done, result not yet committed" is reachable from outside;
+- ``exit_code``: finish with this exit code (outcome ``failed`` when not 0);
+- ``detach``: start a new session first (survives a kill of the caller's process group);
+- ``output``: text echoed in the result.
+
+Witness: one JSON line per phase (``start`` when the effect begins, ``finish`` when it is done),
+each one ``os.write`` on an ``O_APPEND`` descriptor, so concurrent probes never interleave. The
+result is one JSON line on stdout: ``{"probe_token", "tool", "pid", "outcome", "output"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+
+HOLD_POINT = "tool.finished.uncommitted"
+
+
+def process_create_time(pid: int | None = None) -> float:
+    """This process's start time, computed exactly as psutil does on Linux (identity with pid)."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith(b"btime"))
+        return int(fields[19]) / os.sysconf("SC_CLK_TCK") + boot
+    except (OSError, IndexError, ValueError, StopIteration):
+        return time.time()  # not Linux: the witness still has pid and times
+
+
+def witness(path: str, record: dict) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def hold(broker: str | None, witness_path: str, token: str, work_id: str) -> None:
+    """Block until the kit releases this probe (the failpoint wire protocol, in a few lines)."""
+    if broker:
+        report = {"v": 1, "type": "hit", "point": HOLD_POINT, "pid": os.getpid(), "hit": 1, "work_id": work_id,
+                  "action": "pause", "time": time.time()}
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(broker)
+                conn.sendall((json.dumps(report) + "\n").encode())
+                answer = b""
+                while not answer.endswith(b"\n"):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    answer += chunk
+        except OSError as exc:
+            sys.stderr.write(f"probe: broker {broker} unreachable ({exc}); not holding\n")
+        return
+    release = os.path.join(witness_path + ".release", token)
+    while not os.path.exists(release) and not os.path.exists(os.path.join(witness_path + ".release", "ALL")):
+        time.sleep(0.02)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="probe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--witness", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--effect-class", required=True)
+    parser.add_argument("--tool-version", default="1")
+    parser.add_argument("--broker", default=None)
+    parser.add_argument("arguments", nargs="?", default="{}")
+    ns = parser.parse_args(argv)
+    try:
+        args = json.loads(ns.arguments)
+        if not isinstance(args, dict):
+            raise ValueError("the arguments must be a JSON object")
+    except ValueError as exc:
+        sys.stdout.write(json.dumps({"tool": ns.name, "outcome": "bad_arguments", "error": str(exc)}) + "\n")
+        return 64
+    if args.get("detach"):
+        os.setsid()
+    token = str(args.get("probe_token") or f"untracked-{uuid.uuid4().hex}")
+    exit_code = int(args.get("exit_code", 0))
+    base = {"probe_token": token, "tool": ns.name, "effect_class": ns.effect_class, "tool_version": ns.tool_version,
+            "pid": os.getpid(), "ppid": os.getppid(), "create_time": process_create_time(),
+            "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")}
+    witness(ns.witness, {**base, "phase": "start", "time": time.time(), "sleep_s": args.get("sleep_s", 0),
+                         "hold": bool(args.get("hold"))})
+    if args.get("sleep_s"):
+        time.sleep(float(args["sleep_s"]))
+    outcome = "ok" if exit_code == 0 else "failed"
+    witness(ns.witness, {**base, "phase": "finish", "time": time.time(), "outcome": outcome, "exit_code": exit_code})
+    if args.get("hold"):
+        hold(ns.broker, ns.witness, token, work_id=token)
+    result = {"probe_token": token, "tool": ns.name, "pid": os.getpid(), "outcome": outcome,
+              "output": args.get("output", f"{ns.name} ran")}
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

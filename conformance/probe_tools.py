@@ -1,0 +1,34 @@
+"""Declaring probe tools for a runtime: name, argv, effect class, version (what ``init`` carries).
+
+The argv runs ``probe.py`` as a file with the current interpreter, so a probe starts without
+importing the kit. The runtime appends one argument, the tool call's arguments as JSON (see
+``probe``), and must not add anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from recoverykit.conformance.protocol_rpcs import ProbeTool
+from recoverykit.model.catalogue import EffectClass
+
+PROBE_FILE = str(Path(__file__).with_name("probe.py"))
+
+
+def probe_tool(name: str, effect_class: EffectClass | str, witness_path: str | os.PathLike, *,
+               broker_socket: str | None = None, version: str = "1", python: str | None = None) -> ProbeTool:
+    effect = EffectClass(effect_class)
+    argv = [python or sys.executable, PROBE_FILE, "--witness", os.fspath(witness_path), "--name", name,
+            "--effect-class", effect.value, "--tool-version", version]
+    if broker_socket:
+        argv += ["--broker", broker_socket]
+    return ProbeTool(name=name, argv=argv, effect_class=effect, version=version)
+
+
+def standard_probe_tools(witness_path: str | os.PathLike, broker_socket: str | None = None) -> list[ProbeTool]:
+    """The three probes every scenario can use: probe_read, probe_idempotent, probe_unknown."""
+    return [probe_tool("probe_read", EffectClass.READ_ONLY, witness_path, broker_socket=broker_socket),
+            probe_tool("probe_idempotent", EffectClass.IDEMPOTENT, witness_path, broker_socket=broker_socket),
+            probe_tool("probe_unknown", EffectClass.UNKNOWN, witness_path, broker_socket=broker_socket)]

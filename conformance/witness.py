@@ -1,0 +1,80 @@
+"""Reading the probe tools' witness log: which tool calls really executed, how often, still running.
+
+The log is written by ``probe`` (one ``start`` and, unless the probe was killed, one ``finish``
+record per execution). A probe killed mid-write can leave a torn last line; it is reported, not
+fatal. An execution is identified by (probe_token, pid, create_time), so a recycled pid never
+passes for a probe that is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+from recoverykit.conformance.provider_ledger import read_jsonl
+
+
+@dataclass(frozen=True)
+class Execution:
+    probe_token: str
+    tool: str
+    effect_class: str
+    pid: int
+    create_time: float
+    started: float
+    finished: float | None
+    outcome: str | None
+    exit_code: int | None
+    ppid: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    def alive(self) -> bool:
+        """Is this very process (pid and start time) still running?"""
+        try:
+            proc = psutil.Process(self.pid)
+            return abs(proc.create_time() - self.create_time) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+
+
+@dataclass(frozen=True)
+class WitnessLog:
+    records: list[dict[str, Any]]
+    executions: list[Execution]
+    torn: str | None  # an unfinished last line, if a writer was killed mid-write
+
+    def by_token(self, token: str) -> list[Execution]:
+        return [e for e in self.executions if e.probe_token == token]
+
+    def count(self, token: str) -> int:
+        return len(self.by_token(token))
+
+    def duplicates(self) -> dict[str, int]:
+        """Tokens that really executed more than once (the evidence of a re-run)."""
+        counts = Counter(e.probe_token for e in self.executions)
+        return {token: n for token, n in counts.items() if n > 1}
+
+    def running(self) -> list[Execution]:
+        return [e for e in self.executions if e.alive()]
+
+
+def read_witness(path: str | os.PathLike) -> WitnessLog:
+    records, torn = read_jsonl(path)
+    finishes = {(r["probe_token"], r["pid"], r.get("create_time")): r for r in records if r.get("phase") == "finish"}
+    executions = []
+    for r in records:
+        if r.get("phase") != "start":
+            continue
+        end = finishes.get((r["probe_token"], r["pid"], r.get("create_time")))
+        executions.append(Execution(
+            probe_token=r["probe_token"], tool=r.get("tool", ""), effect_class=r.get("effect_class", ""),
+            pid=int(r["pid"]), create_time=float(r.get("create_time") or 0.0), started=float(r["time"]),
+            finished=float(end["time"]) if end else None, outcome=end.get("outcome") if end else None,
+            exit_code=end.get("exit_code") if end else None, ppid=r.get("ppid")))
+    return WitnessLog(records, executions, torn)

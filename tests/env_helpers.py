@@ -1,0 +1,63 @@
+"""Helpers for the environment tests: spawn Python children and never leave one behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+from recoverykit.chaos.killer import kill_tree
+from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker, reap
+
+SRC = str(Path(__file__).resolve().parent.parent)
+
+
+class Spawner:
+    """Starts ``python -c code`` children carrying a private run marker; ``cleanup`` reaps them all."""
+
+    def __init__(self) -> None:
+        self.marker = new_marker()
+        self.procs: list[subprocess.Popen] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, ENV_RUN_MARKER: self.marker, **extra}
+
+    def python(self, code: str, *, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env or self.env(), **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def cleanup(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+        reap(self.marker)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream:
+                    stream.close()
+
+
+@pytest.fixture
+def spawner():
+    s = Spawner()
+    yield s
+    s.cleanup()
+    assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE], \
+        "a test left a child process running"
+
+
+@pytest.fixture
+def short_dir():
+    """A private directory with a short path, for Unix sockets (sun_path is about 100 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="rk-") as d:
+        yield Path(d)
