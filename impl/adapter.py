@@ -1,0 +1,219 @@
+"""The stdio adapter: speaks the recoverykit adapter protocol for this runtime, as a third party would.
+
+Long-lived and thin: it owns no durable state. It writes the configuration, starts and stops the
+control process and the workers (``procs``), forwards user controls to the control process over its
+Unix socket, and answers ``observe`` / ``quiesce`` by reading the databases. Each request runs on
+its own thread so a request held at a failpoint never blocks ``processes`` or ``observe``. Only
+protocol lines go to stdout; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from . import observe
+from .config import Config, ToolSpec
+from .failpoints import POINTS
+from .procs import Runtime
+
+log = logging.getLogger("recoverykit.impl.adapter")
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.0"
+RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
+USER_CONTROLS = ("submit", "pause", "resume", "end", "stop_all")
+NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set", "retry")
+
+
+class OpError(Exception):
+    def __init__(self, code: str, text: str, definite: bool):
+        super().__init__(text)
+        self.code, self.text, self.definite = code, text, definite
+
+
+class Adapter:
+    def __init__(self, out=None) -> None:
+        self.out = out or sys.stdout.buffer
+        self.lock = threading.Lock()
+        self.ids = itertools.count(1)
+        self.cfg: Config | None = None
+        self.runtime: Runtime | None = None
+
+    # --- wire ------------------------------------------------------------------------------------
+
+    def send(self, body: dict) -> None:
+        line = json.dumps({"type": body.pop("type"), "msg_id": next(self.ids), **body}, separators=(",", ":"))
+        with self.lock:
+            self.out.write(line.encode() + b"\n")
+            self.out.flush()
+
+    def serve(self, stream=None) -> None:
+        stream = stream or sys.stdin.buffer
+        for raw in stream:
+            try:
+                req = json.loads(raw)
+                if not isinstance(req, dict) or not isinstance(req.get("msg_id"), int):
+                    raise ValueError("not a request object with an integer msg_id")
+            except ValueError as exc:
+                log.error("malformed request %r: %s", raw[:200], exc)
+                continue
+            if req.get("type") == "shutdown":
+                self.dispatch(req)
+                return
+            threading.Thread(target=self.dispatch, args=(req,), daemon=True).start()
+        if self.runtime is not None:  # stdin closed: the kit is gone; leave nothing behind
+            self.runtime.shutdown()
+
+    def dispatch(self, req: dict) -> None:
+        kind, msg_id = req.get("type"), req["msg_id"]
+        try:
+            handler = getattr(self, f"op_{kind}", None)
+            if handler is None:
+                if kind in NOT_SUPPORTED:
+                    raise OpError("not_supported", f"{kind} belongs to a profile this runtime does not implement "
+                                  "yet (it implements chat_core)", True)
+                raise OpError("malformed_request", f"unknown request type {kind!r}", True)
+            if kind != "init" and self.cfg is None:
+                raise OpError("precondition_failed", f"{kind} before init", True)
+            body = handler(req) or {}
+            self.send({"type": f"{kind}_ok", "in_reply_to": msg_id, **body})
+        except OpError as exc:
+            self.send({"type": "error", "in_reply_to": msg_id, "code": exc.code, "text": exc.text[:4000],
+                       "definite": exc.definite})
+        except Exception as exc:
+            log.exception("%s failed", kind)
+            self.send({"type": "error", "in_reply_to": msg_id, "code": "internal",
+                       "text": f"{type(exc).__name__}: {exc}"[:4000], "definite": False})
+
+    # --- handshake and lifecycle -------------------------------------------------------------------
+
+    def op_init(self, req: dict) -> dict:
+        data_dir = Path(req["data_dir"])
+        tools = [ToolSpec(t["name"], list(t["argv"]), t["effect_class"], t["version"]) for t in req["probe_tools"]]
+        existing = data_dir / "config.json"
+        cfg = Config.load(data_dir) if existing.exists() else Config(data_dir=str(data_dir))
+        cfg.provider_base_url, cfg.tools = req["provider_base_url"], tools
+        cfg.failpoint_socket, cfg.run_marker = req["failpoint_socket"], req.get("run_marker", "")
+        cfg.save()
+        self.cfg = cfg
+        self.runtime = Runtime(cfg)
+        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
+                "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES}
+
+    def op_start(self, req: dict) -> dict:
+        self._configure(req)
+        self.runtime.start()
+
+    def _configure(self, req: dict) -> None:
+        cfg = self.cfg
+        for key in ("failpoints", "clock_offset_s", "host_id"):
+            if req.get(key) is not None:
+                setattr(cfg, key, req[key])
+        cfg.save()
+
+    def op_stop(self, req: dict) -> dict:
+        self.runtime.stop()
+
+    def op_restart(self, req: dict) -> dict:
+        kind = req["kind"]
+        if kind not in RESTART_KINDS:
+            raise OpError("not_supported", f"restart kind {kind!r}: this adapter performs {RESTART_KINDS}; "
+                          "kills are the kit's to do", True)
+        if kind == "frontend_reload":
+            return None
+        if kind == "stop_all_exit":
+            self._control({"op": "stop_all"})
+        if kind == "graceful_worker_restart":
+            self.runtime.stop_workers()
+            self._configure(req)
+            self.runtime.start_workers()
+        else:
+            self.runtime.stop()
+            self._configure(req)
+            self.runtime.start()
+
+    def op_shutdown(self, req: dict) -> dict:
+        if self.runtime is not None:
+            self.runtime.shutdown()
+
+    def op_processes(self, req: dict) -> dict:
+        return {"processes": self.runtime.processes()}
+
+    def op_reload(self, req: dict) -> dict:
+        return None  # a frontend reload only disconnects a client; it changes no intent
+
+    # --- user controls ---------------------------------------------------------------------------
+
+    def _control(self, body: dict) -> dict:
+        path = self.cfg.run_dir / "control.sock"
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(str(path))
+        except OSError as exc:
+            raise OpError("temporarily_unavailable", f"the runtime's control process is not running ({exc}); "
+                          "send start", True) from exc
+        with conn, conn.makefile("rwb") as stream:
+            try:
+                stream.write(json.dumps(body).encode() + b"\n")
+                stream.flush()
+                line = stream.readline()
+            except OSError as exc:
+                line = b""
+                log.warning("control connection failed: %s", exc)
+        if not line:
+            raise OpError("crashed", "the control process died while the request was in flight; it may or may "
+                          "not have been applied", False)
+        reply = json.loads(line)
+        if "error" in reply:
+            err = reply["error"]
+            raise OpError(err["code"], err["text"], err["definite"])
+        return reply["ok"]
+
+    def op_submit(self, req: dict) -> dict:
+        return self._control({"op": "submit", "session_id": req["session_id"], "text": req["text"],
+                              "client_msg_id": req["client_msg_id"]})
+
+    def op_pause(self, req: dict) -> dict:
+        return self._control({"op": "pause", "work_id": req["work_id"]})
+
+    def op_resume(self, req: dict) -> dict:
+        return self._control({"op": "resume", "work_id": req["work_id"]})
+
+    def op_end(self, req: dict) -> dict:
+        return self._control({"op": "end", "work_id": req["work_id"]})
+
+    def op_stop_all(self, req: dict) -> dict:
+        return self._control({"op": "stop_all"})
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def op_observe(self, req: dict) -> dict:
+        try:
+            return {"snapshot": observe.snapshot(self.cfg.path)}
+        except observe.Unreadable as exc:
+            raise OpError("temporarily_unavailable", str(exc), True) from exc
+
+    def op_quiesce(self, req: dict) -> dict:
+        deadline = time.monotonic() + float(req["timeout_s"])
+        while True:
+            try:
+                left = observe.pending(self.cfg.path)
+            except Exception as exc:  # storage unreadable: not quiescent, and say so
+                raise OpError("temporarily_unavailable", f"cannot read the runtime's state: {exc}", True) from exc
+            if not left or time.monotonic() >= deadline:
+                return {"quiescent": not left, "pending": [{"work_id": p["work_id"], "status": p["status"]}
+                                                           for p in left]}
+            time.sleep(0.05)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"adapter[{os.getpid()}] %(levelname)s %(message)s")
+    Adapter().serve()
+    return 0

@@ -1,0 +1,69 @@
+"""The runtime's configuration, written by the adapter into the data directory at init and start.
+
+Workers and the control process read it at start. The tool registry in it is the trusted one: a
+tool's effect class and implementation identity (argv + version) come from here, never from a
+tool's name or from what the model says about it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+EFFECT_CLASSES = ("read_only", "idempotent", "state_probe", "unknown")
+SAFE_FOR_RECOVERY = ("read_only", "state_probe")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    argv: list[str]
+    effect_class: str
+    version: str
+
+    def identity(self) -> dict:
+        return {"argv": list(self.argv), "version": self.version}
+
+
+@dataclass
+class Config:
+    data_dir: str
+    provider_base_url: str = "http://127.0.0.1:9/v1"
+    model: str = "scripted"
+    tools: list[ToolSpec] = field(default_factory=list)
+    failpoint_socket: str = ""
+    run_marker: str = ""
+    host_id: str = "host-unknown"
+    clock_offset_s: float = 0.0
+    failpoints: str = ""
+    workers: int = 2
+    concurrency: int = 4  # work items running at once across all workers and sessions
+    retry_delays_s: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
+    retry_jitter: float = 0.2
+    credentials_env: str | None = None  # when set, this env var must hold the provider credential
+    automatic_recovery: bool = True
+
+    def registry(self) -> dict[str, ToolSpec]:
+        return {t.name: t for t in self.tools}
+
+    @property
+    def path(self) -> Path:
+        return Path(self.data_dir)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.path / "run"
+
+    def save(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / "config.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, self.path / "config.json")
+
+    @classmethod
+    def load(cls, data_dir: str | Path) -> Config:
+        raw = json.loads((Path(data_dir) / "config.json").read_text())
+        raw["tools"] = [ToolSpec(**t) for t in raw.get("tools", [])]
+        return cls(**raw)

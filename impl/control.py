@@ -1,0 +1,170 @@
+"""The control process: accepts user controls, saves them durably, then acknowledges.
+
+It listens on ``run/control.sock`` (one JSON line in, one out, per connection) for the adapter.
+Submit is acknowledged only after the input is committed; a repeated client_msg_id returns the same
+input and work item. Pause / resume / end / stop all change the durable run intent and bump the
+control version; workers see it at their next step and the change wins over automatic continuation.
+After every accepted control the workers are woken through their datagram sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+
+import sqlite_utils
+
+from .config import Config
+from .failpoints import failpoint
+from .schema import connect
+from .store import emit, now, one, rows, set_status, tx
+from .worker import wake_all
+
+log = logging.getLogger("recoverykit.impl.control")
+
+
+class ControlError(Exception):
+    def __init__(self, code: str, text: str, definite: bool = True):
+        super().__init__(text)
+        self.code, self.text, self.definite = code, text, definite
+
+
+def submit(db: sqlite_utils.Database, cfg: Config, session_id: str, text: str, client_msg_id: str,
+           working_dir: str | None = None) -> dict:
+    failpoint("input.accept.before", None)
+    with tx(db):
+        known = one(db, "SELECT input_id, work_id FROM inputs WHERE client_msg_id=?", (client_msg_id,))
+        if known is not None:
+            return {"work_id": known["work_id"], "input_id": known["input_id"]}
+        t = now()
+        work_id, input_id = f"w-{uuid.uuid4().hex[:12]}", f"in-{uuid.uuid4().hex[:12]}"
+        db.conn.execute("INSERT OR IGNORE INTO sessions (session_id, created_at) VALUES (?,?)", (session_id, t))
+        db.conn.execute(
+            "INSERT INTO work_items (work_id, session_id, kind, desired_state, status, reason_code, host_id,"
+            " recovery_policy, working_dir, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (work_id, session_id, "chat_request", "run", "queued", "queued", cfg.host_id,
+             "automatic" if cfg.automatic_recovery else "disabled", working_dir, t, t))
+        db.conn.execute("INSERT INTO inputs VALUES (?,?,?,?,?,?)", (input_id, client_msg_id, session_id, work_id,
+                                                                   text, t))
+        db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at) VALUES (?,?,'user',?,?)",
+                        (work_id, session_id, text, t))
+        emit(db, work_id, "input_accepted", input_id=input_id, client_msg_id=client_msg_id, session_id=session_id)
+    failpoint("input.accept.after", work_id)
+    return {"work_id": work_id, "input_id": input_id}
+
+
+_CONTROLS = {
+    # op: (desired_state, status, reason_code, text, actions)
+    "pause": ("paused", "paused", "user_paused", "paused by the user", ("Resume", "End")),
+    "resume": ("run", "queued", "queued", "resumed by the user", ()),
+    "end": ("cancelled", "cancelled", "user_cancelled", "ended by the user", ()),
+}
+
+
+def control(db: sqlite_utils.Database, op: str, work_id: str) -> dict:
+    desired, status, reason, text, actions = _CONTROLS[op]
+    with tx(db):
+        item = one(db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+        if item is None:
+            raise ControlError("unknown_work_item", f"no work item {work_id!r}")
+        if item["desired_state"] in ("done", "cancelled") and op != "end":
+            raise ControlError("precondition_failed",
+                               f"work item {work_id} is {item['desired_state']}; {op} cannot change that")
+        if item["desired_state"] in ("done", "cancelled"):
+            return {"work_id": work_id, "control_version": item["control_version"]}  # ending twice: no change
+        cv = item["control_version"] + 1
+        extra = {"desired_state": desired, "control_version": cv}
+        if op == "resume":
+            extra.update(resumed_cv=cv, retry_count=0, retry_at=None)
+            db.conn.execute("DELETE FROM pending_recovery WHERE work_id=?", (work_id,))
+        db.conn.execute("INSERT INTO controls (work_id, op, control_version, at) VALUES (?,?,?,?)",
+                        (work_id, op, cv, now()))
+        set_status(db, work_id, status, reason, text, actions, **extra)
+    return {"work_id": work_id, "control_version": cv}
+
+
+def stop_all(db: sqlite_utils.Database) -> dict:
+    """'Quit and stop all tasks': the user's stop intent, persisted for every item meant to run."""
+    with tx(db):
+        items = rows(db, "SELECT work_id, control_version FROM work_items WHERE desired_state='run'")
+        for item in items:
+            cv = item["control_version"] + 1
+            db.conn.execute("INSERT INTO controls (work_id, op, control_version, at) VALUES (?,?,?,?)",
+                            (item["work_id"], "stop_all", cv, now()))
+            set_status(db, item["work_id"], "paused", "user_stopped_all", "stopped by 'quit and stop all tasks'",
+                       ("Resume", "End"), desired_state="paused", control_version=cv)
+    return {"stopped": [i["work_id"] for i in items]}
+
+
+def handle(db: sqlite_utils.Database, cfg: Config, req: dict) -> dict:
+    op = req.get("op")
+    if op == "submit":
+        return submit(db, cfg, req["session_id"], req["text"], req["client_msg_id"], req.get("working_dir"))
+    if op in _CONTROLS:
+        return control(db, op, req["work_id"])
+    if op == "stop_all":
+        return stop_all(db)
+    if op == "ping":
+        return {"pid": os.getpid()}
+    raise ControlError("not_supported", f"the control process does not know {op!r}")
+
+
+def serve(cfg: Config) -> None:
+    path = cfg.run_dir / "control.sock"
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    signal.signal(signal.SIGTERM, lambda *_: (server.close(), os._exit(0)))
+    (cfg.run_dir / "control.ready").write_text(str(os.getpid()))
+    while True:
+        try:
+            conn, _ = server.accept()  # blocks: an idle control process uses no CPU
+        except OSError:
+            return
+        threading.Thread(target=_serve_one, args=(cfg, conn), daemon=True).start()
+
+
+def _serve_one(cfg: Config, conn: socket.socket) -> None:
+    with conn, conn.makefile("rwb") as stream:
+        line = stream.readline()
+        try:
+            req = json.loads(line)
+            db = connect(cfg.path / "runtime.db")  # one connection per request: no cross-thread sharing
+            try:
+                reply = {"ok": handle(db, cfg, req)}
+            finally:
+                db.conn.close()
+            wake_all(cfg.run_dir)
+        except ControlError as exc:
+            reply = {"error": {"code": exc.code, "text": exc.text, "definite": exc.definite}}
+        except Exception as exc:  # reported to the kit as an indefinite internal error
+            log.exception("control request failed")
+            reply = {"error": {"code": "internal", "text": f"{type(exc).__name__}: {exc}", "definite": False}}
+        stream.write(json.dumps(reply).encode() + b"\n")
+        stream.flush()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"control[{os.getpid()}] %(levelname)s %(message)s")
+    cfg = Config.load(os.environ["RK_IMPL_DATA_DIR"])
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    from .schema import open_runtime_db  # migrate once here too, so submit works before a worker starts
+    try:
+        open_runtime_db(cfg.path).conn.close()
+    except Exception as exc:
+        log.error("storage unavailable: %s", exc)
+    serve(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,268 @@
+"""Executing a claimed work item: provider steps, tool calls, results, completion.
+
+Every write is fenced by the claim's generation. Cross-database steps (usage receipts live in
+usage.db) go through the outbox under unique operation keys, so a crash between the two files
+converges on restart instead of needing a cross-database transaction. A change of the run intent
+(pause, end, stop all) or a graceful stop is noticed at each step boundary; a tool result that
+arrives is committed whatever the intent, because real results are never thrown away.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from . import history, tools
+from .config import SAFE_FOR_RECOVERY, Config
+from .failpoints import failpoint
+from .provider import ProviderFault, Request, Watermark
+from .store import Identity, emit, fenced, now, one, rows, set_status, tx
+
+
+class Interrupted(Exception):
+    """The step cannot go on: the user's intent changed or the process is stopping."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Ctx:
+    cfg: Config
+    db: sqlite_utils.Database
+    udb: sqlite_utils.Database
+    me: Identity
+    stopping: Callable[[], bool]
+
+    @property
+    def data(self) -> Path:
+        return self.cfg.path
+
+
+def check_intent(ctx: Ctx, work_id: str) -> dict:
+    item = one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+    if item is None or item["desired_state"] != "run":
+        raise Interrupted(item["reason_code"] if item else "unknown_work_item")
+    if ctx.stopping():
+        raise Interrupted("shutting_down")
+    return item
+
+
+# --- usage (usage.db) through the outbox ---------------------------------------------------------
+
+
+def drain_outbox(ctx: Ctx) -> None:
+    """Apply every pending cross-database step; each is idempotent under its op_key."""
+    for op in rows(ctx.db, "SELECT * FROM outbox WHERE status='pending' ORDER BY created_at"):
+        payload = json.loads(op["payload"])
+        if op["kind"] == "usage.open":
+            ctx.udb.conn.execute(
+                "INSERT OR IGNORE INTO receipts (request_id, op_key, work_id, session_id, turn_id, attempt,"
+                " objective_revision, state, created_at) VALUES (?,?,?,?,?,?,?,'dispatched',?)",
+                (payload["request_id"], op["op_key"], payload["work_id"], payload["session_id"],
+                 payload["turn_id"], payload["attempt"], payload.get("objective_revision"), now()))
+        elif op["kind"] == "usage.lost":
+            # Only a receipt still waiting for its response becomes unknown; a settled one stays.
+            ctx.udb.conn.execute("UPDATE receipts SET state='unknown', settled_at=? WHERE request_id=?"
+                                 " AND state='dispatched'", (now(), payload["request_id"]))
+        with tx(ctx.db):
+            ctx.db.conn.execute("UPDATE outbox SET status='done', done_at=? WHERE op_key=?", (now(), op["op_key"]))
+
+
+def settle_usage(ctx: Ctx, work_id: str, request_id: str, wm: Watermark, complete: bool) -> None:
+    """Write the attempt's receipt from its watermark: known, partial (lower bound) or unknown."""
+    state = "known" if complete and wm.seen else ("partial" if wm.seen else "unknown")
+    v = wm.values
+    failpoint("usage.persist.before", work_id)
+    ctx.udb.conn.execute(
+        "UPDATE receipts SET state=?, prompt_tokens=?, completion_tokens=?, total_tokens=?, watermark_chunks=?,"
+        " settled_at=? WHERE request_id=? AND state='dispatched'",
+        (state, v.get("prompt_tokens"), v.get("completion_tokens"), v.get("total_tokens"), wm.chunks, now(),
+         request_id))
+    failpoint("usage.persist.after", work_id)
+
+
+# --- one provider step ---------------------------------------------------------------------------
+
+
+def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
+    """Ask the provider for the next message; True if the request is answered (no tool calls)."""
+    work_id, turn_id = item["work_id"], turn["turn_id"]
+    # A logical request is one step of the conversation; every try of it is a new attempt (own receipt).
+    step = one(ctx.db, "SELECT COUNT(*) AS n FROM messages WHERE work_id=? AND role='assistant'", (work_id,))["n"]
+    n = one(ctx.db, "SELECT COUNT(*) AS n FROM provider_requests WHERE work_id=? AND step=?",
+            (work_id, step))["n"] + 1
+    request_id = f"{work_id}.s{step}.a{n}"
+    registry = ctx.cfg.registry()
+    offered = [t for t in registry.values() if not turn["restricted"] or t.effect_class in SAFE_FOR_RECOVERY]
+    with fenced(ctx.db, work_id, gen, "provider.dispatch"):
+        check_intent(ctx, work_id)
+        ctx.db.conn.execute("INSERT INTO provider_requests VALUES (?,?,?,?,?,'dispatched',?)",
+                            (request_id, work_id, turn_id, step, n, now()))
+        payload = {"request_id": request_id, "work_id": work_id, "session_id": item["session_id"],
+                   "turn_id": turn_id, "attempt": n, "objective_revision": item["objective_revision"]}
+        ctx.db.conn.execute("INSERT INTO outbox VALUES (?,?,?,'pending',?,NULL)",
+                            (f"usage.open:{request_id}", "usage.open", json.dumps(payload), now()))
+        emit(ctx.db, work_id, "provider_request", request_id=request_id, turn_id=turn_id)
+    drain_outbox(ctx)
+    failpoint("provider.request.before", work_id)
+    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"]),
+                  [_tool_schema(t.name) for t in offered], request_id)
+    try:
+        req.send()
+        failpoint("provider.request.after", work_id)
+        resp = req.receive()
+    except ProviderFault as fault:
+        settle_usage(ctx, work_id, request_id, fault.watermark, complete=False)
+        schedule_retry(ctx, item, gen, request_id, fault)
+        raise Interrupted("provider_fault") from fault
+    settle_usage(ctx, work_id, request_id, resp.watermark, complete=True)
+    with fenced(ctx.db, work_id, gen, "provider.commit"):
+        ctx.db.conn.execute("UPDATE provider_requests SET status='responded' WHERE request_id=?", (request_id,))
+        calls = [dict(c, id=c["id"] or f"{request_id}.c{i}") for i, c in enumerate(resp.tool_calls)]
+        ctx.db.conn.execute(
+            "INSERT INTO messages (work_id, session_id, turn_id, role, content, tool_calls, at) VALUES (?,?,?,?,?,?,?)",
+            (work_id, item["session_id"], turn_id, "assistant", resp.content, json.dumps(calls) if calls else None,
+             now()))
+        for i, c in enumerate(calls):
+            _record_call(ctx, item, turn, gen, f"{request_id}.c{i}", c)
+        ctx.db.conn.execute("UPDATE work_items SET retry_count=0, last_progress=? WHERE work_id=?",
+                            (request_id, work_id))
+        emit(ctx.db, work_id, "assistant_message", request_id=request_id, tool_calls=len(calls))
+    return not calls
+
+
+def _tool_schema(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "description": f"probe tool {name}",
+                                             "parameters": {"type": "object", "additionalProperties": True}}}
+
+
+def _record_call(ctx: Ctx, item: dict, turn: dict, gen: int, call_id: str, c: dict) -> None:
+    spec = ctx.cfg.registry().get(c["name"])
+    effect = spec.effect_class if spec else "unknown"
+    identity = json.dumps(spec.identity() if spec else {})
+    blocked = None
+    if spec is None:
+        blocked = f"no tool named {c['name']!r} is registered"
+    elif turn["restricted"] and effect not in SAFE_FOR_RECOVERY:
+        blocked = ("an earlier call's outcome is unknown; until it is reconciled or approved only read_only and "
+                   "state_probe tools may run")
+    t = now()
+    ctx.db.conn.execute(
+        "INSERT INTO tool_calls (call_id, work_id, turn_id, provider_call_id, tool_name, arguments, effect_class,"
+        " impl_identity, status, blocked_reason, generation, created_at, updated_at)"
+        " VALUES (?,?,?,?,?,?,?,?,'never_started',?,?,?,?)",
+        (call_id, item["work_id"], turn["turn_id"], c["id"], c["name"], c["arguments"], effect, identity, blocked,
+         gen, t, t))
+    if blocked:
+        ctx.db.conn.execute(
+            "INSERT INTO messages (work_id, session_id, turn_id, role, content, tool_call_id, origin, at)"
+            " VALUES (?,?,?,'tool',?,?,'refused',?)",
+            (item["work_id"], item["session_id"], turn["turn_id"], f"[runtime] not executed: {blocked}", c["id"], t))
+
+
+# --- tool calls ----------------------------------------------------------------------------------
+
+
+def run_call(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
+    """Dispatch one never-started call, wait for it and commit its result."""
+    work_id = item["work_id"]
+    spec = ctx.cfg.registry()[call["tool_name"]]
+    check_intent(ctx, work_id)
+    failpoint("tool.dispatch.before", work_id)
+    proc = tools.spawn(ctx.data, call["call_id"], spec, call["arguments"], item["working_dir"])
+    ctime = tools.create_time(proc.pid)
+    try:
+        with fenced(ctx.db, work_id, gen, "tool.dispatch"):
+            ctx.db.conn.execute("UPDATE tool_calls SET status='dispatched', pid=?, create_time=?, updated_at=?"
+                                " WHERE call_id=?", (proc.pid, ctime, now(), call["call_id"]))
+            emit(ctx.db, work_id, "tool_dispatched", call_id=call["call_id"], pid=proc.pid)
+    except BaseException:
+        proc.wait()  # we started it, so we reap it; its outcome stays on disk for whoever owns the item
+        raise
+    failpoint("tool.dispatch.after", work_id)
+    proc.wait()
+    commit_result(ctx, item, gen, call)
+
+
+def commit_result(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
+    """Commit the real outcome from disk, or record it unknown if the tool died without one."""
+    work_id = item["work_id"]
+    outcome = tools.result(ctx.data, call["call_id"])
+    failpoint("tool.result.commit.before", work_id)
+    with fenced(ctx.db, work_id, gen, "tool.result.commit"):
+        if outcome is None:
+            ctx.db.conn.execute("UPDATE tool_calls SET status='outcome_unknown', updated_at=? WHERE call_id=?",
+                                (now(), call["call_id"]))
+            if call["effect_class"] == "unknown":
+                ctx.db.conn.execute("UPDATE turns SET restricted=1 WHERE turn_id=?", (call["turn_id"],))
+            emit(ctx.db, work_id, "tool_outcome_unknown", call_id=call["call_id"])
+        else:
+            ctx.db.conn.execute(
+                "UPDATE tool_calls SET status='result_committed', exit_code=?, result_text=?, updated_at=?"
+                " WHERE call_id=?", (outcome.exit_code, outcome.text, now(), call["call_id"]))
+            ctx.db.conn.execute(
+                "INSERT INTO messages (work_id, session_id, turn_id, role, content, tool_call_id, at)"
+                " VALUES (?,?,?,'tool',?,?,?)",
+                (work_id, item["session_id"], call["turn_id"], outcome.text, call["provider_call_id"], now()))
+            emit(ctx.db, work_id, "tool_result", call_id=call["call_id"], exit_code=outcome.exit_code)
+    failpoint("tool.result.commit.after", work_id)
+
+
+# --- retries and completion ----------------------------------------------------------------------
+
+
+def schedule_retry(ctx: Ctx, item: dict, gen: int, request_id: str, fault: ProviderFault) -> None:
+    """A durable retry time with bounded backoff, or a pending-recovery record once it is persistent."""
+    work_id = item["work_id"]
+    with fenced(ctx.db, work_id, gen, "provider.fault"):
+        ctx.db.conn.execute("UPDATE provider_requests SET status=? WHERE request_id=?",
+                            ("failed" if fault.delivered else "lost", request_id))
+        count = item["retry_count"] + 1
+        delays = ctx.cfg.retry_delays_s
+        if fault.status in (401, 403):
+            persistent = ("resource_missing_credentials", f"the provider refused the credentials: {fault}")
+        elif fault.status == 404:
+            persistent = ("resource_model_unavailable", f"the provider does not serve the model: {fault}")
+        elif not fault.retryable or count > len(delays):
+            persistent = ("retry_exhausted", f"gave up after {count} attempts: {fault}")
+        else:
+            persistent = None
+        if persistent is None:
+            delay = delays[count - 1] * (1 + random.uniform(-ctx.cfg.retry_jitter, ctx.cfg.retry_jitter))
+            set_status(ctx.db, work_id, "waiting", "retry_scheduled", f"provider fault, retry {count}: {fault}",
+                       ("Retry", "Pause", "End"), retry_count=count, retry_at=now() + delay)
+        else:
+            reason, text = persistent
+            ctx.db.conn.execute("INSERT OR REPLACE INTO pending_recovery VALUES (?,?,?,?,?)",
+                                (work_id, reason, text, json.dumps(["Retry", "Pause", "End"]), now()))
+            set_status(ctx.db, work_id, "waiting", reason, text, ("Retry", "Pause", "End"), retry_count=count,
+                       retry_at=None)
+        release(ctx, work_id, gen, "fault")
+
+
+def finish(ctx: Ctx, item: dict, turn: dict, gen: int) -> None:
+    work_id = item["work_id"]
+    with fenced(ctx.db, work_id, gen, "completion.commit"):
+        check_intent(ctx, work_id)
+        ctx.db.conn.execute("UPDATE turns SET status='completed', ended_at=?, end_reason='answered'"
+                            " WHERE turn_id=?", (now(), turn["turn_id"]))
+        ctx.db.conn.execute("UPDATE work_items SET desired_state='done' WHERE work_id=?", (work_id,))
+        set_status(ctx.db, work_id, "finished", "finished", "the request was answered")
+        release(ctx, work_id, gen, "finished")
+        emit(ctx.db, work_id, "completed", session_id=item["session_id"], turn_id=turn["turn_id"])
+    failpoint("completion.commit.before_projection", work_id)
+
+
+def release(ctx: Ctx, work_id: str, gen: int, outcome: str) -> None:
+    """Inside a fenced transaction: give the lease up and close the owner attempt."""
+    ctx.db.conn.execute("UPDATE leases SET released=1 WHERE work_id=? AND generation=?", (work_id, gen))
+    ctx.db.conn.execute("UPDATE owner_attempts SET ended_at=?, outcome=? WHERE work_id=? AND generation=?",
+                        (now(), outcome, work_id, gen))
+    emit(ctx.db, work_id, "lease_released", generation=gen, outcome=outcome)

@@ -1,0 +1,57 @@
+"""The request projection: the message list sent to the provider, built from durable records.
+
+Original history is never rewritten; this is a view over it (seed 000, request-history repair):
+each assistant tool call is followed immediately by its result, where the last saved real result
+wins over a recovery placeholder, and a call with neither gets a deterministic unknown placeholder.
+Tool results without a matching call are not sent. User-message order is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlite_utils
+
+from .store import rows
+
+
+def placeholder_text(status: str, tool: str) -> str:
+    if status == "never_started":
+        return f"[recovery] The call to {tool} never started; it had no effect. Call it again if still needed."
+    return (f"[recovery] The outcome of the call to {tool} is unknown: it was interrupted after it started, "
+            "so its effect may or may not have happened. Do not assume either; investigate with read-only tools.")
+
+
+def build(db: sqlite_utils.Database, session_id: str) -> list[dict]:
+    msgs = rows(db, "SELECT * FROM messages WHERE session_id=? ORDER BY msg_seq", (session_id,))
+    results: dict[str, dict] = {}
+    for m in msgs:
+        if m["role"] != "tool" or not m["tool_call_id"]:
+            continue
+        prior = results.get(m["tool_call_id"])
+        # A real result always replaces a placeholder; among reals, the last saved one wins.
+        if prior is None or m["origin"] == "real" or prior["origin"] != "real":
+            results[m["tool_call_id"]] = m
+    status = {c["provider_call_id"]: c for c in rows(
+        db, "SELECT provider_call_id, status, tool_name FROM tool_calls WHERE work_id IN "
+            "(SELECT work_id FROM work_items WHERE session_id=?)", (session_id,))}
+    out: list[dict] = []
+    for m in msgs:
+        if m["role"] == "tool":
+            continue
+        if m["role"] == "assistant" and m["tool_calls"]:
+            calls = json.loads(m["tool_calls"])
+            out.append({"role": "assistant", "content": m["content"] or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls]})
+            for c in calls:
+                found = results.get(c["id"])
+                if found is not None:
+                    text = found["content"]
+                else:
+                    known = status.get(c["id"], {})
+                    text = placeholder_text(known.get("status", "outcome_unknown"), c["name"])
+                out.append({"role": "tool", "tool_call_id": c["id"], "content": text})
+            continue
+        out.append({"role": m["role"], "content": m["content"] or ""})
+    return out

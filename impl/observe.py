@@ -1,0 +1,112 @@
+"""The normalized snapshot for ``observe``, read from the two databases in one pass.
+
+Sections this runtime cannot know are not invented: it has no Goals, approvals or Paperclip runs
+(later profiles), so those are sent as null and left out of ``init_ok.observes``. Leases do not
+expire by time (ownership is confirmed by process identity), so ``expires_at`` is null.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from .store import now
+
+OBSERVES = ["work_items", "turns", "tool_calls", "usage_receipts", "leases", "waits", "fenced_writes"]
+_USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
+
+
+class Unreadable(Exception):
+    """The runtime's storage cannot be read; the text says why and what to do."""
+
+
+def _read(path: Path, sql: str, params: tuple = ()) -> list[dict]:
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
+def failure_state(data_dir: Path) -> dict | None:
+    try:
+        return json.loads((data_dir / "recovery_failed.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def snapshot(data_dir: Path) -> dict:
+    db, udb = data_dir / "runtime.db", data_dir / "usage.db"
+    failed = failure_state(data_dir)
+    if not db.exists():
+        if failed:
+            raise Unreadable(f"{failed['reason_code']}: {failed['text']} (actions: {', '.join(failed['actions'])})")
+        return {s: [] for s in OBSERVES} | {"goals": None, "approvals": None, "runs": None}
+    try:
+        items = _read(db, "SELECT * FROM work_items ORDER BY created_at")
+        inputs = _read(db, "SELECT * FROM inputs ORDER BY accepted_at")
+        turns = _read(db, "SELECT * FROM turns ORDER BY work_id, seq_no")
+        calls = _read(db, "SELECT * FROM tool_calls ORDER BY created_at")
+        leases = _read(db, "SELECT * FROM leases WHERE released=0")
+        fenced = _read(db, "SELECT * FROM fenced_writes ORDER BY id")
+        waits = _read(db, "SELECT * FROM waits")
+        receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
+    except sqlite3.Error as exc:
+        text = f"{failed['reason_code']}: {failed['text']}" if failed else f"recovery_failed_storage_unavailable: {exc}"
+        raise Unreadable(f"{text} (actions: Retry, Restore backup)") from exc
+    by_work: dict[str, list[dict]] = {}
+    for i in inputs:
+        by_work.setdefault(i["work_id"], []).append(
+            {"input_id": i["input_id"], "client_msg_id": i["client_msg_id"], "text": i["text"]})
+    work_items = []
+    for w in items:
+        status, reason = w["status"], w["reason_code"]
+        if failed and status not in ("finished", "cancelled"):
+            status, reason = "failed", failed["reason_code"]  # recovery could not even read its facts
+        work_items.append({
+            "work_id": w["work_id"], "session_id": w["session_id"], "kind": w["kind"],
+            "desired_state": w["desired_state"], "control_version": w["control_version"], "status": status,
+            "reason_code": reason, "recovery_policy": w["recovery_policy"], "host_id": w["host_id"],
+            "parent_id": w["parent_id"], "inputs": by_work.get(w["work_id"], []), "last_progress": w["last_progress"]})
+    timer_waits = [{"handle": f"timer:{w['retry_at']:.3f}", "work_id": w["work_id"], "observed_version":
+                    str(w["control_version"]), "consumption_key": f"{w['work_id']}:retry:{w['retry_count']}",
+                    "consumed": w["retry_at"] <= now()}
+                   for w in items if w["status"] == "waiting" and w["reason_code"] == "retry_scheduled"
+                   and w["retry_at"] is not None]
+    return {
+        "work_items": work_items,
+        "goals": None,
+        "turns": [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["continuation_key"],
+                   "predecessor": t["predecessor"], "status": t["status"]} for t in turns],
+        "tool_calls": [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"],
+                        "tool": c["tool_name"], "effect_class": c["effect_class"], "status": c["status"],
+                        "pid": c["pid"], "create_time": c["create_time"] if c["pid"] else None,
+                        "repair_key": c["repair_key"]} for c in calls],
+        "approvals": None,
+        "usage_receipts": [{"receipt_id": r["request_id"], "work_id": r["work_id"], "request_id": r["request_id"],
+                            "attempt": r["attempt"], "goal_id": None, "revision": None,
+                            "prompt_tokens": r["prompt_tokens"] if r["state"] in ("known", "partial") else None,
+                            "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
+                            "usage": _USAGE_STATES[r["state"]]} for r in receipts],
+        "leases": [{"work_id": lease["work_id"], "owner": {"host_id": lease["host_id"], "pid": lease["pid"],
+                                                          "create_time": lease["create_time"]},
+                    "generation": lease["generation"], "expires_at": None} for lease in leases],
+        "waits": [{"handle": w["handle"] or w["wait_id"], "work_id": w["work_id"],
+                   "observed_version": None if w["observed_version"] is None else str(w["observed_version"]),
+                   "consumption_key": w["consume_key"] or w["wait_id"], "consumed": w["status"] == "consumed"}
+                  for w in waits] + timer_waits,
+        "fenced_writes": [{"work_id": f["work_id"], "generation": f["stale_generation"],
+                           "current_generation": f["current_generation"] or 0, "what": f["op"]} for f in fenced],
+        "runs": None,
+    }
+
+
+def pending(data_dir: Path) -> list[dict]:
+    """Work items still running or runnable (for quiesce)."""
+    db = data_dir / "runtime.db"
+    if not db.exists():
+        return []
+    return _read(db, "SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
+                     " status IN ('queued','running') ORDER BY created_at")

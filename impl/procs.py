@@ -1,0 +1,143 @@
+"""Starting, stopping and listing the runtime's processes (control, workers, tool shims).
+
+Every process gets the run marker, the failpoint spec and broker socket, the host identity and the
+clock offset in its environment. A reaper thread per child waits on it, so a process the kit kills
+never lingers as a zombie that psutil would still report. Graceful stop is SIGTERM, a bounded wait,
+then SIGKILL; tool shims are left running on a graceful stop (a restarted worker reattaches to them)
+and only killed on ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+from . import tools
+from .config import Config
+
+log = logging.getLogger("recoverykit.impl.procs")
+STOP_GRACE_S = 20.0
+READY_TIMEOUT_S = 30.0
+
+
+class Runtime:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.control: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+
+    def env(self) -> dict[str, str]:
+        cfg = self.cfg
+        env = {**os.environ, "RK_IMPL_DATA_DIR": str(cfg.path), "RK_IMPL_HOST_ID": cfg.host_id,
+               "RK_IMPL_CLOCK_OFFSET_S": repr(float(cfg.clock_offset_s)),
+               "RECOVERYKIT_FAILPOINTS": cfg.failpoints or "", "RECOVERYKIT_FAILPOINT_SOCKET": cfg.failpoint_socket}
+        if cfg.run_marker:
+            env["RECOVERYKIT_RUN_MARKER"] = cfg.run_marker
+        return env
+
+    def _spawn(self, module: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+                                stderr=sys.stderr.fileno(), env=self.env(), close_fds=True)
+        threading.Thread(target=proc.wait, daemon=True, name=f"reap-{proc.pid}").start()
+        return proc
+
+    def start(self) -> None:
+        with self.lock:
+            if self.control is None or self.control.poll() is not None:
+                self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
+                (self.cfg.run_dir / "control.ready").unlink(missing_ok=True)
+                self.control = self._spawn("recoverykit.impl.control")
+                self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), self.control, "control")
+        self.start_workers()
+
+    def start_workers(self) -> None:
+        with self.lock:
+            self.workers = [w for w in self.workers if w.poll() is None]
+            new = [self._spawn("recoverykit.impl.worker") for _ in range(self.cfg.workers - len(self.workers))]
+            self.workers += new
+            for w in new:
+                ready = self.cfg.run_dir / f"ready-{w.pid}"
+                self._await(ready.exists, w, "worker", fatal=False)
+
+    def _await(self, done, proc: subprocess.Popen, role: str, fatal: bool = True) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not done():
+            if proc.poll() is not None:
+                if fatal:
+                    raise RuntimeError(f"the {role} process exited with status {proc.returncode} while starting")
+                log.error("%s %d exited with %s while starting", role, proc.pid, proc.returncode)
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {role} process did not become ready in {READY_TIMEOUT_S}s")
+            time.sleep(0.01)
+
+    def stop_workers(self) -> None:
+        with self.lock:
+            _terminate(self.workers)
+            self.workers = []
+
+    def stop(self) -> None:
+        with self.lock:
+            _terminate(self.workers)
+            self.workers = []
+            if self.control is not None:
+                _terminate([self.control])
+                self.control = None
+            for path in self.cfg.run_dir.glob("wake-*.sock"):
+                path.unlink(missing_ok=True)
+
+    def shutdown(self) -> None:
+        self.stop()
+        for proc in tools.tool_pids(self.cfg.path):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+    def processes(self) -> list[dict]:
+        out = []
+        with self.lock:
+            mine = [("control", self.control)] if self.control else []
+            mine += [("worker", w) for w in self.workers]
+        for role, proc in mine:
+            if proc.poll() is None:
+                info = _identity(proc.pid)
+                if info:
+                    out.append({"role": role, **info})
+        for proc in tools.tool_pids(self.cfg.path):
+            info = _identity(proc.pid)
+            if info:
+                out.append({"role": "tool", **info})
+        return out
+
+
+def _identity(pid: int) -> dict | None:
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return {"pid": pid, "create_time": proc.create_time()}
+    except psutil.Error:
+        return None
+
+
+def _terminate(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("process %d ignored SIGTERM for %ss; killing it", p.pid, STOP_GRACE_S)
+            p.kill()
+            p.wait()

@@ -1,0 +1,173 @@
+"""Versioned migrations for the runtime's two databases (runtime.db and usage.db).
+
+Each migration is one SQL script applied inside one transaction and recorded in ``schema_version``.
+A failure leaves the database exactly as it was (nothing is cleared) and surfaces as
+``MigrationFailed``, which recovery turns into the explicit state ``recovery_failed_migration``.
+Usage lives in its own file, as in the seed: no transaction ever spans both files.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import sqlite_utils
+
+RUNTIME_MIGRATIONS: tuple[str, ...] = (
+    # 1: the chat core
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY, created_at REAL NOT NULL, last_served_at REAL NOT NULL DEFAULT 0);
+    CREATE TABLE work_items (
+        work_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, kind TEXT NOT NULL,
+        desired_state TEXT NOT NULL, status TEXT NOT NULL, reason_code TEXT NOT NULL,
+        reason_text TEXT NOT NULL DEFAULT '', actions TEXT NOT NULL DEFAULT '[]',
+        control_version INTEGER NOT NULL DEFAULT 1, permission_scope TEXT NOT NULL DEFAULT '["*"]',
+        objective_revision INTEGER NOT NULL DEFAULT 1, host_id TEXT NOT NULL, parent_id TEXT,
+        last_progress TEXT, recovery_policy TEXT NOT NULL DEFAULT 'automatic',
+        working_dir TEXT, resumed_cv INTEGER NOT NULL DEFAULT 0, retry_count INTEGER NOT NULL DEFAULT 0, retry_at REAL,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL);
+    CREATE TABLE inputs (
+        input_id TEXT PRIMARY KEY, client_msg_id TEXT NOT NULL UNIQUE, session_id TEXT NOT NULL,
+        work_id TEXT NOT NULL, text TEXT NOT NULL, accepted_at REAL NOT NULL);
+    CREATE TABLE controls (
+        control_id INTEGER PRIMARY KEY AUTOINCREMENT, op_key TEXT UNIQUE, work_id TEXT, op TEXT NOT NULL,
+        control_version INTEGER, at REAL NOT NULL);
+    CREATE TABLE turns (
+        turn_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, seq_no INTEGER NOT NULL,
+        continuation_key TEXT NOT NULL UNIQUE, predecessor TEXT, control_version INTEGER NOT NULL,
+        status TEXT NOT NULL, end_reason TEXT, recovery INTEGER NOT NULL DEFAULT 0,
+        restricted INTEGER NOT NULL DEFAULT 0, generation INTEGER, started_at REAL NOT NULL, ended_at REAL);
+    CREATE TABLE messages (
+        msg_seq INTEGER PRIMARY KEY AUTOINCREMENT, work_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        turn_id TEXT, role TEXT NOT NULL, content TEXT, tool_calls TEXT, tool_call_id TEXT,
+        origin TEXT NOT NULL DEFAULT 'real', repair_key TEXT UNIQUE, at REAL NOT NULL);
+    CREATE TABLE tool_calls (
+        call_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, turn_id TEXT NOT NULL, provider_call_id TEXT,
+        tool_name TEXT NOT NULL, arguments TEXT NOT NULL, effect_class TEXT NOT NULL,
+        impl_identity TEXT NOT NULL, status TEXT NOT NULL, blocked_reason TEXT,
+        pid INTEGER, create_time REAL, exit_code INTEGER, result_text TEXT,
+        repair_key TEXT, generation INTEGER, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+    CREATE TABLE provider_requests (
+        request_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, turn_id TEXT NOT NULL, step INTEGER NOT NULL,
+        attempt INTEGER NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL);
+    CREATE TABLE leases (
+        work_id TEXT PRIMARY KEY, host_id TEXT NOT NULL, pid INTEGER NOT NULL, create_time REAL NOT NULL,
+        generation INTEGER NOT NULL, acquired_at REAL NOT NULL, expires_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL, released INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE owner_attempts (
+        attempt_id INTEGER PRIMARY KEY AUTOINCREMENT, work_id TEXT NOT NULL, generation INTEGER NOT NULL,
+        host_id TEXT NOT NULL, pid INTEGER NOT NULL, create_time REAL NOT NULL, claimed_at REAL NOT NULL,
+        ended_at REAL, outcome TEXT, UNIQUE(work_id, generation));
+    CREATE TABLE fenced_writes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, work_id TEXT NOT NULL, stale_generation INTEGER NOT NULL,
+        current_generation INTEGER, op TEXT NOT NULL, pid INTEGER, at REAL NOT NULL);
+    CREATE TABLE waits (
+        wait_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, kind TEXT NOT NULL, handle TEXT,
+        observed_version INTEGER, consume_key TEXT UNIQUE, status TEXT NOT NULL, reason TEXT,
+        created_at REAL NOT NULL);
+    CREATE TABLE pending_recovery (
+        work_id TEXT PRIMARY KEY, reason_code TEXT NOT NULL, text TEXT NOT NULL,
+        actions TEXT NOT NULL, created_at REAL NOT NULL);
+    CREATE TABLE outbox (
+        op_key TEXT PRIMARY KEY, kind TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL,
+        created_at REAL NOT NULL, done_at REAL);
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, work_id TEXT, kind TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}');
+    CREATE TABLE projection_sessions (
+        session_id TEXT PRIMARY KEY, finished_items INTEGER NOT NULL DEFAULT 0,
+        interrupted_turns INTEGER NOT NULL DEFAULT 0, last_seq INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX work_items_status ON work_items(status);
+    CREATE INDEX messages_session ON messages(session_id, msg_seq);
+    CREATE INDEX tool_calls_work ON tool_calls(work_id);
+    """,
+)
+
+USAGE_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE receipts (
+        request_id TEXT PRIMARY KEY, op_key TEXT NOT NULL UNIQUE, work_id TEXT NOT NULL,
+        session_id TEXT NOT NULL, turn_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+        objective_revision INTEGER, state TEXT NOT NULL,
+        prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER,
+        watermark_chunks INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, settled_at REAL);
+    """,
+)
+
+
+class MigrationFailed(Exception):
+    """A migration could not be applied; the database is left as it was."""
+
+    def __init__(self, path: Path, version: int, cause: BaseException):
+        super().__init__(f"migration {version} of {path} failed: {cause}")
+        self.path, self.version, self.cause = path, version, cause
+
+
+class StorageUnavailable(Exception):
+    """The database file cannot be opened or read."""
+
+
+def connect(path: Path) -> sqlite_utils.Database:
+    """An autocommit connection (we issue BEGIN IMMEDIATE ourselves) in WAL mode."""
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=30000")
+    except sqlite3.Error as exc:
+        raise StorageUnavailable(f"cannot open {path}: {exc}") from exc
+    return sqlite_utils.Database(conn)
+
+
+def current_version(db: sqlite_utils.Database) -> int:
+    if "schema_version" not in db.table_names():
+        return 0
+    row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(db: sqlite_utils.Database, path: Path, migrations: tuple[str, ...]) -> int:
+    """Apply every pending migration, each in its own transaction; return the resulting version."""
+    db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+    version = current_version(db)
+    if version > len(migrations):
+        raise MigrationFailed(path, version, RuntimeError(
+            f"database is at schema version {version}, this runtime knows only {len(migrations)}"))
+    for number, script in enumerate(migrations[version:], start=version + 1):
+        conn = db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if current_version(db) >= number:  # another process migrated meanwhile
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?, ?)", (number, time.time()))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise MigrationFailed(path, number, exc) from exc
+    return current_version(db)
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would commit implicitly; split so the whole migration is one transaction.
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def open_runtime_db(data_dir: Path) -> sqlite_utils.Database:
+    path = data_dir / "runtime.db"
+    db = connect(path)
+    migrate(db, path, RUNTIME_MIGRATIONS)
+    return db
+
+
+def open_usage_db(data_dir: Path) -> sqlite_utils.Database:
+    path = data_dir / "usage.db"
+    db = connect(path)
+    migrate(db, path, USAGE_MIGRATIONS)
+    return db

@@ -1,0 +1,225 @@
+"""The worker process: recover on start, then claim and run work; block when there is none.
+
+Idle, a worker sits in ``select`` on its wake socket (a Unix datagram socket the control process
+pokes after every accepted control) with a timeout that is either none or the next durable retry
+time: no polling, no idle model calls. SIGTERM is a graceful stop: admission stops, the current
+step's records are already committed, the lease is released, and the work keeps desired_state run
+(a shutdown is never a user Pause).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from . import recovery
+from .config import Config
+from .engine import Ctx, Interrupted, drain_outbox, finish, provider_step, release, run_call
+from .failpoints import failpoint
+from .projection import ProjectionLost, project
+from .schema import MigrationFailed, StorageUnavailable, open_runtime_db, open_usage_db
+from .store import Fenced, Identity, fenced, now, one, rows, set_status
+
+log = logging.getLogger("recoverykit.impl.worker")
+
+
+class Worker:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.stop = False
+        cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        self.wake_path = cfg.run_dir / f"wake-{os.getpid()}.sock"
+        self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.wake.bind(str(self.wake_path))
+        self.wake.setblocking(False)
+        self.sig_r, self.sig_w = socket.socketpair()
+        self.sig_r.setblocking(False)
+        self.sig_w.setblocking(False)
+        signal.set_wakeup_fd(self.sig_w.fileno())
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        me = Identity.me(cfg.host_id)
+        self.ctx = Ctx(cfg, open_runtime_db(cfg.path), open_usage_db(cfg.path), me, lambda: self.stop)
+
+    def _on_term(self, signum, frame) -> None:
+        self.stop = True
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        drain_outbox(self.ctx)
+        self._project()
+        (self.cfg.run_dir / f"ready-{os.getpid()}").write_text(str(os.getpid()))
+        while not self.stop:
+            if self.step():
+                continue
+            timeout = self._next_retry_in()
+            ready, _, _ = select.select([self.wake, self.sig_r], [], [], timeout)
+            for sock in ready:
+                try:
+                    while sock.recv(64):
+                        pass
+                except (BlockingIOError, InterruptedError):
+                    pass
+        self.close()
+
+    def close(self) -> None:
+        for path in (self.wake_path, self.cfg.run_dir / f"ready-{os.getpid()}"):
+            path.unlink(missing_ok=True)
+
+    def _next_retry_in(self) -> float | None:
+        row = one(self.ctx.db, "SELECT MIN(retry_at) AS t FROM work_items WHERE desired_state='run' AND"
+                               " status='waiting' AND reason_code='retry_scheduled'")
+        if row is None or row["t"] is None:
+            return None
+        return max(0.0, row["t"] - now()) + 0.01
+
+    def candidates(self) -> list[dict]:
+        """Runnable items, least recently served session first (fair across sessions)."""
+        items = rows(self.ctx.db,
+                     "SELECT w.* FROM work_items w JOIN sessions s USING (session_id) WHERE w.desired_state='run'"
+                     " AND (w.status IN ('queued','running') OR (w.status='waiting' AND"
+                     " w.reason_code='retry_scheduled' AND w.retry_at <= ?))"
+                     " ORDER BY s.last_served_at, w.created_at", (now(),))
+        busy_sessions: set[str] = set()
+        out = []
+        for item in sorted(items, key=lambda i: i["created_at"]):
+            if item["session_id"] in busy_sessions:
+                continue  # one request at a time per session, in order
+            busy_sessions.add(item["session_id"])
+            out.append(item)
+        order = {i["work_id"]: n for n, i in enumerate(items)}
+        return sorted(out, key=lambda i: order[i["work_id"]])
+
+    def step(self) -> bool:
+        """Claim one runnable item and run it; False when there was nothing to claim."""
+        for item in self.candidates():
+            if self.stop:
+                return False
+            gen = recovery.claim(self.ctx, item["work_id"])
+            if gen is None:
+                continue
+            self.run_item(item["work_id"], gen)
+            self._wake_others()
+            return True
+        return False
+
+    def run_item(self, work_id: str, gen: int) -> None:
+        ctx = self.ctx
+        try:
+            item = one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+            turn = recovery.active_turn(ctx, work_id)
+            recovering = turn is not None
+            if recovering:
+                failpoint("recovery.claim.after", work_id)
+                recovery.settle_turn(ctx, item, gen, turn)
+                if not recovery.is_safe_checkpoint(ctx, turn):
+                    recovery.repair(ctx, item, gen, turn, "interrupted")
+                    turn = None
+                failpoint("recovery.repair.after", work_id)
+            if recovery.decide(ctx, item, gen, recovering) is not None:
+                return
+            if recovering:
+                failpoint("recovery.decide.after", work_id)
+            item = one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+            if turn is None:
+                turn = recovery.admit(ctx, item, gen, recovering)
+            if turn["status"] != "active":
+                log.warning("continuation %s already used by %s turn", turn["continuation_key"], turn["status"])
+                with fenced(ctx.db, work_id, gen, "release"):
+                    release(ctx, work_id, gen, "nothing_to_admit")
+                return
+            self._drive(item, turn, gen)
+        except Interrupted as exc:
+            self._interrupted(work_id, gen, exc.reason)
+        except Fenced as exc:
+            log.warning("fenced: %s", exc)
+
+    def _drive(self, item: dict, turn: dict, gen: int) -> None:
+        ctx = self.ctx
+        while True:
+            turn = one(ctx.db, "SELECT * FROM turns WHERE turn_id=?", (turn["turn_id"],))
+            pending = rows(ctx.db, "SELECT * FROM tool_calls WHERE turn_id=? AND status='never_started' AND"
+                                   " blocked_reason IS NULL ORDER BY created_at", (turn["turn_id"],))
+            if pending:
+                run_call(ctx, item, gen, pending[0])
+                continue
+            if provider_step(ctx, item, turn, gen):
+                finish(ctx, item, turn, gen)
+                self._project()
+                return
+
+    def _interrupted(self, work_id: str, gen: int, reason: str) -> None:
+        ctx = self.ctx
+        if reason == "provider_fault":
+            return  # schedule_retry already persisted the decision and released the lease
+        try:
+            if reason == "shutting_down":
+                with fenced(ctx.db, work_id, gen, "graceful_stop"):
+                    set_status(ctx.db, work_id, "queued", "shutting_down",
+                               "the runtime stopped gracefully; this work continues when it starts again")
+                    release(ctx, work_id, gen, "graceful_stop")
+                return
+            item = one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+            turn = recovery.active_turn(ctx, work_id)
+            if turn is not None:  # paused, ended or stopped by the user: end the turn cleanly
+                recovery.settle_turn(ctx, item, gen, turn)
+                recovery.repair(ctx, item, gen, turn, item["reason_code"] or "user_control")
+            with fenced(ctx.db, work_id, gen, "release"):
+                release(ctx, work_id, gen, item["reason_code"] or "user_control")
+        except Fenced as exc:
+            log.warning("fenced: %s", exc)
+
+    def _project(self) -> None:
+        try:
+            project(self.ctx.db)
+        except ProjectionLost as exc:
+            log.error("%s", exc)
+
+    def _wake_others(self) -> None:
+        wake_all(self.cfg.run_dir, exclude=self.wake_path)
+
+
+def wake_all(run_dir: Path, exclude: Path | None = None) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        for path in run_dir.glob("wake-*.sock"):
+            if path == exclude:
+                continue
+            with contextlib.suppress(OSError):  # a dead worker's socket file; harmless
+                s.sendto(b"w", str(path))
+
+
+def record_recovery_failure(data_dir: Path, reason_code: str, text: str) -> None:
+    """Storage we cannot read or migrate: say so durably beside it, clear nothing."""
+    state = {"reason_code": reason_code, "text": text, "actions": ["Retry", "Restore backup"], "at": now()}
+    (data_dir / "recovery_failed.json").write_text(json.dumps(state))
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"worker[{os.getpid()}] %(levelname)s %(message)s")
+    cfg = Config.load(os.environ["RK_IMPL_DATA_DIR"])
+    try:
+        worker = Worker(cfg)
+    except MigrationFailed as exc:
+        record_recovery_failure(cfg.path, "recovery_failed_migration", str(exc))
+        log.error("recovery failed: %s", exc)
+        return 3
+    except (StorageUnavailable, OSError) as exc:
+        record_recovery_failure(cfg.path, "recovery_failed_storage_unavailable", str(exc))
+        log.error("recovery failed: %s", exc)
+        return 3
+    (cfg.path / "recovery_failed.json").unlink(missing_ok=True)
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
