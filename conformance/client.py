@@ -221,11 +221,16 @@ class AdapterClient:
     def _last_received(self) -> str | None:
         return next((e.line for e in reversed(self.transcript) if e.direction == "received"), None)
 
-    def _exited(self, request: Request | None) -> AdapterExited:
+    def _exited(self, request: Request | None, partial: bytes | None = None) -> AdapterExited:
         code = client_process.peek_exit(self._pid) if self._pid else None
+        if code is None and self._pid:  # stdout closed; give a dying adapter a moment to report its status
+            time.sleep(0.05)
+            code = client_process.peek_exit(self._pid)
         how = "closed its stdout" if code is None else f"exited with status {code}"
+        if partial:
+            how += " in the middle of a line (no newline)"
         return AdapterExited(f"the adapter {how} while a reply was due; see adapter.stderr.log in {self.run_dir}",
-                             sent=encode(request) if request else None,
+                             received=partial, sent=encode(request) if request else None,
                              expected=expected_reply(request) if request else "a reply",
                              doc="docs/protocol.md#transport")
 
@@ -241,6 +246,9 @@ class AdapterClient:
                 return
             with self._lock:
                 self._record("received", line[:4096] if len(line) > 4096 else line)
+            if not line.endswith(b"\n") and len(line) <= self.max_line_bytes:
+                self._fail_all(None, partial=line)  # EOF inside a line: the adapter died mid-message
+                return
             if not self._deliver(line):
                 return
 
@@ -272,12 +280,12 @@ class AdapterClient:
         call.done.set()
         return True
 
-    def _fail_all(self, error: ProtocolError | None) -> None:
+    def _fail_all(self, error: ProtocolError | None, partial: bytes | None = None) -> None:
         with self._lock:
             calls = list(self._pending.values())
             self._pending.clear()
             if error is None:
-                error = self._exited(calls[0].request if calls else None)
+                error = self._exited(calls[0].request if calls else None, partial)
             if self._broken is None:
                 self._broken = error
         for call in calls:

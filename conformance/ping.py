@@ -7,12 +7,14 @@ a protocol break is invalid, silence or a refused observe is unknown, never a pa
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recoverykit.conformance import client_process
 from recoverykit.conformance.client import AdapterClient
-from recoverykit.conformance.errors import OperationFailed, ProtocolError
+from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES
 from recoverykit.model.catalogue import Verdict
 
@@ -32,13 +34,18 @@ class PingResult:
 
 def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None,
          max_line_bytes: int | None = None) -> PingResult:
-    """Handshake, observe and shut an adapter down; every process it started is gone on return."""
-    with tempfile.TemporaryDirectory(prefix="rk-ping-") as tmp:
-        run_dir = Path(out) if out else Path(tmp)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        client = AdapterClient(command, run_dir, timeout_s=timeout_s, slow_timeout_s=max(timeout_s, 10.0),
-                               max_line_bytes=max_line_bytes or MAX_LINE_BYTES)
-        result = PingResult(Verdict.UNKNOWN)
+    """Handshake, observe and shut an adapter down; every process it started is gone on return.
+
+    Without ``out`` the run directory is temporary and removed after a valid ping; after any other
+    verdict it is kept, so the adapter's stderr log and the message record can be read.
+    """
+    client_process.split_command(command)  # a bad command is a usage error before anything is created
+    run_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="rk-ping-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    client = AdapterClient(command, run_dir, timeout_s=timeout_s, slow_timeout_s=max(timeout_s, 10.0),
+                           max_line_bytes=max_line_bytes or MAX_LINE_BYTES)
+    result = PingResult(Verdict.UNKNOWN)
+    try:
         with client:
             try:
                 _exchange(client, run_dir, result)
@@ -48,10 +55,15 @@ def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None
                 result.verdict = Verdict.UNKNOWN
                 result.error = (f"{exc} The messages were well-formed, but the check could not be completed, "
                                 "so the verdict is unknown. Read docs/adapter-guide.md.")
-        if out:
-            result.lines.append(f"messages: {run_dir / 'adapter.messages.jsonl'}; "
-                                f"stderr: {run_dir / 'adapter.stderr.log'}")
-        return result
+    except AdapterCommandError:
+        if not out:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    if not out and result.verdict is Verdict.VALID:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if out or result.verdict is not Verdict.VALID:
+        result.lines.append(f"kept: {run_dir / 'adapter.messages.jsonl'} and {run_dir / 'adapter.stderr.log'}")
+    return result
 
 
 def _exchange(client: AdapterClient, run_dir: Path, result: PingResult) -> None:

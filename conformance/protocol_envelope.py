@@ -56,8 +56,8 @@ class ErrorReply(Reply):
 
     type: Literal["error"] = "error"
     code: str = Field(
-        pattern=r"^[a-z][a-z0-9_]{0,63}$",
-        description="A registered code (see Errors) or a custom snake_case code (always indefinite).",
+        min_length=1, max_length=64,
+        description="A registered code (see Errors) or a custom one (snake_case by convention; always indefinite).",
     )
     text: str = Field(max_length=4096, description="What went wrong, for a person.")
     definite: bool = Field(

@@ -34,8 +34,7 @@ class ProbeTool(Record):
 
 class BudgetLimit(Record):
     max_tokens: int | None = Field(ge=0, description="Hard token limit; null is unlimited.")
-    max_cost_usd: str | None = Field(pattern=r"^[0-9]+(\.[0-9]+)?$",
-                                     description="Hard cost limit (decimal string); null is unlimited.")
+    max_cost_usd: float | None = Field(ge=0, description="Hard cost limit in US dollars; null is unlimited.")
 
 
 class ProcessInfo(Record):
@@ -54,7 +53,7 @@ class Pending(Record):
 
 class Init(Request):
     type: Literal["init"] = "init"
-    protocol_version: str = Field(pattern=r"^[0-9]+\.[0-9]+$", description="The kit's protocol version, MAJOR.MINOR.")
+    protocol_version: str = Field(description="The kit's protocol version, MAJOR.MINOR (e.g. `1.0`).")
     data_dir: str = Field(description="A private, initially empty directory for the runtime's durable storage.")
     provider_base_url: str = Field(description="The scripted OpenAI-compatible provider, e.g. http://127.0.0.1:PORT/v1.")
     probe_tools: list[ProbeTool] = Field(description="Tools the runtime must register, with their effect classes.")
@@ -68,8 +67,7 @@ class InitOk(Reply):
     type: Literal["init_ok"] = "init_ok"
     name: str = Field(min_length=1, description="The runtime's name.")
     version: str = Field(min_length=1, description="The runtime's (and adapter's) version.")
-    protocol_version: str = Field(pattern=r"^[0-9]+\.[0-9]+$",
-                                  description="The version the adapter speaks; same MAJOR.")
+    protocol_version: str = Field(description="The version the adapter speaks, MAJOR.MINOR; same MAJOR as the kit's.")
     profiles: list[Profile] = Field(description="Parts of the contract implemented; the rest are not applicable.")
     failpoints: list[PointName] = Field(description="Interruption points the runtime calls (runtime reach).")
     restart_kinds: list[RestartKind] = Field(description="Kinds `restart` can perform.")

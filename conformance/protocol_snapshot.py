@@ -79,8 +79,7 @@ class WorkItem(Record):
 
 class Budget(Record):
     max_tokens: int | None = Field(ge=0, description="Hard token limit; null is unlimited (the default).")
-    max_cost_usd: str | None = Field(
-        pattern=r"^[0-9]+(\.[0-9]+)?$", description="Hard cost limit as a decimal string; null is unlimited.")
+    max_cost_usd: float | None = Field(ge=0, description="Hard cost limit in US dollars; null is unlimited.")
     spent_tokens_known: int | None = Field(
         ge=0, description="Tokens from receipts with known usage; null if the runtime does not track spend.")
     requests_usage_unknown: int | None = Field(
