@@ -6,6 +6,7 @@ Layout: ``protocol_envelope`` (envelope and error codes), ``protocol_snapshot`` 
 needs is re-exported here; the modules' other names are machinery and may change.
 """
 
+from recoverykit.conformance.client import AdapterClient, Exchange, PendingCall
 from recoverykit.conformance.errors import (
     AdapterCommandError,
     AdapterExited,
@@ -34,14 +35,17 @@ __all__ = [
     "PROTOCOL_VERSION",
     "RPCS",
     "RPCS_BY_NAME",
+    "AdapterClient",
     "AdapterCommandError",
     "AdapterExited",
     "AdapterTimeout",
     "ErrorReply",
+    "Exchange",
     "InitOk",
     "LineTooLong",
     "MalformedMessage",
     "OperationFailed",
+    "PendingCall",
     "ProbeTool",
     "ProtocolError",
     "Section",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from recoverykit.conformance import client_process
 from recoverykit.conformance.errors import (
     AdapterExited,
@@ -33,6 +34,7 @@ from recoverykit.conformance.protocol import check_answers, check_snapshot, deco
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES, PROTOCOL_VERSION, ErrorReply, Reply, Request
 from recoverykit.conformance.protocol_rpcs import RPCS_BY_NAME, Init, InitOk, ProbeTool
 from recoverykit.conformance.protocol_snapshot import Snapshot
+from recoverykit.model.errors import InvalidArgument
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,7 @@ class AdapterClient:
         if polite and client_process.peek_exit(proc.pid) is None:
             # the verdict was already decided by whatever came before; from here on only cleanup matters
             with contextlib.suppress(ProtocolError, OperationFailed):
-                self.call("shutdown", timeout_s=min(self.slow_timeout_s, max(self.timeout_s, 5.0)))
+                self.call("shutdown", reply_within_s=min(self.slow_timeout_s, max(self.timeout_s, 5.0)))
         with self._lock:
             self._proc = None
             with contextlib.suppress(OSError):
@@ -147,7 +149,17 @@ class AdapterClient:
     # --- requests -------------------------------------------------------------------------------
 
     def _make(self, type_name: str, **fields: Any) -> Request:
-        return RPCS_BY_NAME[type_name].request(msg_id=next(self._ids), **fields)
+        rpc = RPCS_BY_NAME.get(type_name)
+        if rpc is None:
+            raise InvalidArgument(f"{type_name!r} is not a request of the adapter protocol; the requests are "
+                                  f"{', '.join(RPCS_BY_NAME)}.")
+        try:
+            # lax here: the kit's own code may pass "tree_kill" for RestartKind.TREE_KILL; the wire stays strict
+            return rpc.request.model_validate({**fields, "msg_id": next(self._ids)}, strict=False)
+        except ValidationError as exc:
+            raise InvalidArgument(f"Cannot build a {type_name!r} request from {fields!r}: {exc.errors()[0]['msg']} "
+                                  f"at {'.'.join(map(str, exc.errors()[0]['loc']))}. See docs/protocol.md#{type_name}."
+                                  ) from None
 
     def _timeout_for(self, request: Request) -> float:
         rpc = RPCS_BY_NAME[request.type]  # type: ignore[attr-defined]
@@ -179,9 +191,12 @@ class AdapterClient:
         """Send and wait: the ``_ok`` reply or an ``ErrorReply``; a ProtocolError if neither came."""
         return self.send(request, timeout_s=timeout_s).wait()
 
-    def call(self, type_name: str, /, *, timeout_s: float | None = None, **fields: Any) -> Reply:
-        """Build, send and wait for a request by name; an ``error`` reply raises ``OperationFailed``."""
-        reply = self.request(self._make(type_name, **fields), timeout_s=timeout_s)
+    def call(self, type_name: str, /, *, reply_within_s: float | None = None, **fields: Any) -> Reply:
+        """Build, send and wait for a request by name; an ``error`` reply raises ``OperationFailed``.
+
+        ``reply_within_s`` overrides the client's timeout for this call (``timeout_s`` is a field of quiesce).
+        """
+        reply = self.request(self._make(type_name, **fields), timeout_s=reply_within_s)
         if type_name == "shutdown" and not isinstance(reply, ErrorReply):
             self.shut_down = True
         if isinstance(reply, ErrorReply):
@@ -200,9 +215,9 @@ class AdapterClient:
         self.init_ok = reply
         return reply
 
-    def observe(self, *, timeout_s: float | None = None) -> Snapshot:
+    def observe(self, *, reply_within_s: float | None = None) -> Snapshot:
         """The snapshot, checked against the sections the adapter declared in ``init_ok.observes``."""
-        reply = self.call("observe", timeout_s=timeout_s)
+        reply = self.call("observe", reply_within_s=reply_within_s)
         observes = self.init_ok.observes if self.init_ok else ()
         return check_snapshot(reply.snapshot, observes, raw=self._last_received())  # type: ignore[attr-defined]
 
