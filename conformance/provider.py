@@ -80,6 +80,7 @@ class ScriptedProvider:
         self._seq = 0
         self._attempts: dict[tuple[str, int], int] = {}
         self._held: dict[int, Held] = {}
+        self._open: set[int] = set()  # admitted requests whose response record is not written yet
         self._closing = False
         self._server = _Server(("127.0.0.1", port), Handler)
         self._server.provider = self
@@ -104,6 +105,7 @@ class ScriptedProvider:
         with self._lock:
             self._seq += 1
             seq = self._seq
+            self._open.add(seq)
             key = (script.id if script else "", step_index)
             self._attempts[key] = attempt = self._attempts.get(key, 0) + 1
         request_id = header_request_id or f"req_{seq}_{uuid.uuid4().hex[:12]}"
@@ -136,7 +138,24 @@ class ScriptedProvider:
                            cut=held.cut)
         return released and not held.cut
 
+    def respond(self, **outcome: Any) -> None:
+        """Record how a request ended (delivered, error or cut); called once per admitted request."""
+        self.ledger.append("response", **outcome)
+        with self._lock:
+            self._open.discard(outcome["seq"])
+            self._lock.notify_all()
+
     # -- the kit's API -------------------------------------------------------------------------
+
+    def wait_settled(self, timeout: float = 10.0) -> None:
+        """Wait until every request received so far has its response record in the ledger."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._open:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProviderTimeout(f"requests {sorted(self._open)} still open after {timeout}s")
+                self._lock.wait(remaining)
 
     def held(self) -> list[Held]:
         with self._lock:

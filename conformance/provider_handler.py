@@ -121,7 +121,7 @@ class Handler(BaseHTTPRequestHandler):
         plan, why, seq, request_id = self.provider.admit(body, self.headers.get("X-Request-Id"))
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
-            self.provider.ledger.append("response", seq=seq, request_id=request_id, status=400, delivered=True,
+            self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,
                                         chunks_sent=0, usage_billed=None, usage_reported=None, probe_tokens=[],
                                         cut=None)
             return
@@ -154,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
             outcome["cut"] = f"client_gone: {type(exc).__name__}"
             self.close_connection = True
         finally:
-            self.provider.ledger.append("response", **outcome)
+            self.provider.respond(**outcome)
 
     def _maybe_fault(self, plan: Planned, fault: Any, at: int) -> None:
         if fault is None or fault.kind == "error" or fault.at_chunk != at:

@@ -1,0 +1,224 @@
+"""The scripted provider served to a real ``openai`` client: replies, usage, faults and the ledger."""
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+from recoverykit.conformance.provider import ProviderTimeout, ScriptedProvider
+from recoverykit.conformance.provider_ledger import calls, read_ledger
+from recoverykit.conformance.provider_script import script_tag
+
+try:  # the installed openai may ship its HTTP stack as httpx or as httpx2
+    import httpx2 as _http
+except ImportError:  # pragma: no cover
+    import httpx as _http
+
+TRANSPORT_ERRORS = (openai.APIError, _http.HTTPError)
+
+SCRIPT = {"scripts": [
+    {"id": "t1", "steps": [
+        {"tool_calls": [{"name": "probe_unknown", "arguments": {"sleep_s": 0}}],
+         "usage": {"prompt_tokens": 20, "completion_tokens": 8}},
+        {"text": "all done now", "usage": {"prompt_tokens": 40, "completion_tokens": 3}}]},
+    {"id": "cumul", "cumulative_usage": True, "steps": [
+        {"text": "abcdefghij", "chunks": 5, "usage": {"prompt_tokens": 7, "completion_tokens": 10}}]},
+    {"id": "faulty", "steps": [
+        {"text": "fine", "faults": [{"kind": "error", "status": 503, "attempts": [1]},
+                                    {"kind": "cut", "at_chunk": 2, "attempts": [2]},
+                                    {"kind": "hold", "at_chunk": 0, "attempts": [3]}]}]},
+    {"id": "midhold", "steps": [{"text": "abcdef", "faults": [{"kind": "hold", "at_chunk": 1, "then": "cut"}]}]},
+]}
+
+
+@pytest.fixture
+def provider(tmp_path):
+    with ScriptedProvider(SCRIPT, tmp_path / "ledger.jsonl") as p:
+        yield p
+
+
+def _client(provider, **kw):
+    return openai.OpenAI(base_url=provider.base_url, api_key="unused", max_retries=0, timeout=30, **kw)
+
+
+def _user(script_id):
+    return [{"role": "user", "content": f"please work {script_tag(script_id)}"}]
+
+
+def test_a_streamed_tool_round_trip_matches_the_ledger(provider, tmp_path):
+    client = _client(provider)
+    stream = client.chat.completions.create(model="m", messages=_user("t1"), stream=True,
+                                            stream_options={"include_usage": True})
+    chunks = list(stream)
+    calls_seen = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert [tc.function.name for tc in calls_seen] == ["probe_unknown"]
+    arguments = json.loads(calls_seen[0].function.arguments)
+    assert arguments == {"probe_token": "t1.0.1.0", "sleep_s": 0}
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 28
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+
+    messages = [*_user("t1"), {"role": "assistant", "content": None,
+                               "tool_calls": [calls_seen[0].model_dump(exclude={"index"})]},
+                {"role": "tool", "tool_call_id": calls_seen[0].id, "content": "ok"}]
+    reply = client.chat.completions.create(model="m", messages=messages,
+                                           extra_headers={"X-Request-Id": "my-req-1"})
+    assert reply.choices[0].message.content == "all done now" and reply.usage.completion_tokens == 3
+
+    provider.wait_settled()
+    records = read_ledger(tmp_path / "ledger.jsonl")
+    assert records == provider.records()  # the durable file holds exactly what was recorded
+    first, second = calls(records)
+    assert (first.request["script_id"], first.request["step"], first.request["attempt"]) == ("t1", 0, 1)
+    assert first.request["stream"] and first.request["include_usage"]
+    assert first.delivered and first.usage_billed == first.usage_reported == {
+        "prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}
+    assert first.response["probe_tokens"] == ["t1.0.1.0"]
+    assert second.request["request_id"] == "my-req-1" and second.request["request_id_source"] == "header"
+    assert second.request["step"] == 1 and second.delivered and second.usage_billed["total_tokens"] == 43
+
+
+def test_cumulative_usage_rises_in_every_chunk(provider):
+    chunks = list(_client(provider).chat.completions.create(model="m", messages=_user("cumul"), stream=True))
+    usages = [c.usage.completion_tokens for c in chunks]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "abcdefghij"
+    assert usages == sorted(usages) and usages[-1] == 10 and len(usages) == 6
+    assert all(c.usage.prompt_tokens == 7 for c in chunks)
+    provider.wait_settled()
+    assert provider.records()[-1]["usage_reported"]["completion_tokens"] == 10
+
+
+def test_no_usage_in_a_stream_unless_asked(provider):
+    chunks = list(_client(provider).chat.completions.create(model="m", messages=_user("t1"), stream=True))
+    assert all(c.usage is None for c in chunks)
+    provider.wait_settled()
+    response = provider.records()[-1]
+    assert response["usage_reported"] is None and response["usage_billed"]["total_tokens"] == 28
+
+
+def test_faults_by_attempt_error_cut_hold(provider):
+    client = _client(provider)
+    with pytest.raises(openai.InternalServerError) as info:  # attempt 1: 503 with an OpenAI error body
+        client.chat.completions.create(model="m", messages=_user("faulty"), stream=True)
+    assert info.value.status_code == 503 and info.value.body["code"] == "scripted_error"
+
+    with pytest.raises(TRANSPORT_ERRORS):  # attempt 2: cut after 2 chunks
+        list(client.chat.completions.create(model="m", messages=_user("faulty"), stream=True))
+
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        client.chat.completions.create(model="m", messages=_user("faulty"))))
+    t.start()  # attempt 3: held before the response starts, then released
+    held = provider.wait_for_held(timeout=30, script_id="faulty")
+    assert (held.step, held.attempt, held.at_chunk) == (0, 3, 0)
+    assert provider.release(held) == 1
+    t.join(30)
+    assert result[0].choices[0].message.content == "fine"
+
+    provider.wait_settled()
+    records = provider.records()
+    responses = [r for r in records if r["event"] == "response"]
+    assert [r["status"] for r in responses] == [503, 200, 200]
+    assert responses[0]["usage_billed"] is None and responses[0]["delivered"]
+    assert not responses[1]["delivered"] and responses[1]["chunks_sent"] == 2 and responses[1]["cut"]
+    assert responses[1]["usage_billed"]["total_tokens"] == 15  # billed although never fully delivered
+    assert responses[2]["delivered"]
+    assert [r["event"] for r in records if r["event"] in ("held", "released")] == ["held", "released"]
+
+
+def test_hold_mid_stream_then_cut(provider):
+    client = _client(provider)
+    seen, errors = [], []
+
+    def consume():
+        try:
+            for chunk in client.chat.completions.create(model="m", messages=_user("midhold"), stream=True):
+                seen.append(chunk)
+        except TRANSPORT_ERRORS as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    held = provider.wait_for_held(timeout=30, script_id="midhold")
+    assert held.at_chunk == 1 and held.attempt == 1
+    provider.release(held)  # the script says: then cut
+    t.join(30)
+    assert len(seen) == 1 and errors
+    provider.wait_settled()
+    last = provider.records()[-1]
+    assert last["event"] == "response" and not last["delivered"] and last["chunks_sent"] == 1
+
+
+def test_wait_for_held_times_out(provider):
+    with pytest.raises(ProviderTimeout, match="no request held"):
+        provider.wait_for_held(timeout=0.05)
+
+
+def test_close_cuts_held_requests(tmp_path):
+    provider = ScriptedProvider({"scripts": [{"id": "h", "steps": [
+        {"text": "x", "faults": [{"kind": "hold"}]}]}]}, tmp_path / "l.jsonl")
+    errors = []
+
+    def call():
+        try:
+            _client(provider).chat.completions.create(model="m", messages=_user("h"))
+        except TRANSPORT_ERRORS as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=call)
+    t.start()
+    provider.wait_for_held(timeout=30)
+    before = threading.active_count()
+    provider.close()
+    t.join(30)
+    assert errors and threading.active_count() < before
+    records = read_ledger(tmp_path / "l.jsonl")
+    assert records[-1]["event"] == "response" and not records[-1]["delivered"]
+
+
+def _raw(provider, path, body: bytes | None, method="POST"):
+    url = provider.base_url.removesuffix("/v1") + path
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize(("path", "body", "status", "code"), [
+    ("/v1/nothing", b"{}", 404, "unknown_url"),
+    ("/v1/chat/completions", b"{not json", 400, "invalid_json"),
+    ("/v1/chat/completions", b'{"model": "m"}', 400, "invalid_request"),
+    ("/v1/chat/completions", json.dumps({"messages": _user("nope")}).encode(), 400, "script_mismatch"),
+    ("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "no tag"}]}).encode(),
+     400, "script_mismatch"),
+])
+def test_bad_requests_get_openai_style_errors(provider, path, body, status, code):
+    got_status, payload = _raw(provider, path, body)
+    assert got_status == status
+    assert payload["error"]["code"] == code and payload["error"]["message"]
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+
+
+def test_exhausted_script_and_models_and_kit_endpoints(provider):
+    messages = [*_user("cumul"), {"role": "assistant", "content": "abcdefghij"}, {"role": "user", "content": "more"}]
+    status, payload = _raw(provider, "/v1/chat/completions", json.dumps({"messages": messages}).encode())
+    assert status == 400 and "has 1 steps" in payload["error"]["message"]
+    status, models = _raw(provider, "/v1/models", None, method="GET")
+    assert status == 200 and models["data"][0]["id"] == "recoverykit-scripted"
+    assert _raw(provider, "/_kit/held", None, method="GET") == (200, [])
+    status, ledger = _raw(provider, "/_kit/ledger", None, method="GET")
+    assert status == 200 and ledger[0]["event"] == "request"
+    assert _raw(provider, "/_kit/release", b"{}") == (200, {"released": 0})
+
+
+def test_attempts_count_per_script_step(provider):
+    client = _client(provider)
+    for _ in range(3):
+        client.chat.completions.create(model="m", messages=_user("t1"))
+    provider.wait_settled()
+    assert [c.request["attempt"] for c in calls(provider.records())] == [1, 2, 3]
+    tokens = [c.response["probe_tokens"][0] for c in calls(provider.records())]
+    assert tokens == ["t1.0.1.0", "t1.0.2.0", "t1.0.3.0"]  # unique per delivered tool call
