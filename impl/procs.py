@@ -52,7 +52,7 @@ class Runtime:
 
     def start(self) -> None:
         with self.lock:
-            if self.control is None or self.control.poll() is not None:
+            if not _running(self.control):
                 self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.cfg.run_dir / "control.ready").unlink(missing_ok=True)
                 self.control = self._spawn("recoverykit.impl.control")
@@ -61,8 +61,9 @@ class Runtime:
 
     def start_workers(self) -> None:
         with self.lock:
-            self.workers = [w for w in self.workers if w.poll() is None]
-            new = [self._spawn("recoverykit.impl.worker") for _ in range(self.cfg.workers - len(self.workers))]
+            self.workers = [w for w in self.workers if _running(w)]
+            wanted = int(os.environ.get("RK_IMPL_WORKERS") or self.cfg.workers)  # operator override (tests: 1)
+            new = [self._spawn("recoverykit.impl.worker") for _ in range(wanted - len(self.workers))]
             self.workers += new
             for w in new:
                 ready = self.cfg.run_dir / f"ready-{w.pid}"
@@ -107,7 +108,7 @@ class Runtime:
             mine = [("control", self.control)] if self.control else []
             mine += [("worker", w) for w in self.workers]
         for role, proc in mine:
-            if proc.poll() is None:
+            if _running(proc):
                 info = _identity(proc.pid)
                 if info:
                     out.append({"role": role, **info})
@@ -116,6 +117,13 @@ class Runtime:
             if info:
                 out.append({"role": "tool", **info})
         return out
+
+
+def _running(proc: subprocess.Popen | None) -> bool:
+    """Alive and not a zombie (poll() can miss a death while the reaper thread holds the wait lock)."""
+    if proc is None or proc.returncode is not None:
+        return False
+    return _identity(proc.pid) is not None
 
 
 def _identity(pid: int) -> dict | None:

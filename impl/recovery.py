@@ -98,7 +98,7 @@ def settle_turn(ctx: Ctx, item: dict, gen: int, turn: dict) -> None:
             proc = tools.live_shim(ctx.data, call["call_id"], call["pid"], call["create_time"])
             if proc is not None:
                 _reattached(ctx, work_id, gen, call, proc.pid)
-                tools.wait_live(proc)  # reconnect and wait; never start it again
+                tools.wait_live(ctx.data, call["call_id"], proc)  # reconnect and wait; never start it again
             elif call["status"] == "never_started" and not tools.started(ctx.data, call["call_id"]):
                 continue  # certainly never started: the repair says so
         commit_result(ctx, item, gen, call)  # the real result if on disk, else outcome unknown

@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,15 +119,17 @@ def _has_call(proc: psutil.Process, call_id: str) -> bool:
         return False
 
 
-def wait_live(proc: psutil.Process, timeout: float | None = None) -> bool:
-    """Wait for a shim that is not our child (psutil polls); True once it has exited."""
-    try:
-        proc.wait(timeout=timeout)
-    except psutil.TimeoutExpired:
-        return False
-    except psutil.NoSuchProcess:
-        pass
-    return True
+def wait_live(data_dir: Path, call_id: str, proc: psutil.Process) -> None:
+    """Wait for a shim that is not our child until it exits (or turns zombie) or its outcome is on disk.
+
+    psutil cannot wait() on another process's child, and an orphaned zombie still "exists", so this
+    polls with a growing interval; it runs only while a reattached tool is really running.
+    """
+    delay = 0.02
+    done = call_dir(data_dir, call_id) / "exit.json"
+    while not done.exists() and _alive(proc.pid) is not None:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def tool_pids(data_dir: Path) -> list[psutil.Process]:
