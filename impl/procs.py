@@ -22,6 +22,7 @@ import psutil
 
 from . import tools
 from .config import Config
+from .worker import wake_all
 
 log = logging.getLogger("recoverykit.impl.procs")
 STOP_GRACE_S = 20.0
@@ -47,8 +48,13 @@ class Runtime:
     def _spawn(self, module: str) -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
                                 stderr=sys.stderr.fileno(), env=self.env(), close_fds=True)
-        threading.Thread(target=proc.wait, daemon=True, name=f"reap-{proc.pid}").start()
+        threading.Thread(target=self._reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()
         return proc
+
+    def _reap(self, proc: subprocess.Popen) -> None:
+        proc.wait()
+        # A dead process may have owned work: surviving workers confirm its death and recover it now.
+        wake_all(self.cfg.run_dir)
 
     def start(self) -> None:
         with self.lock:

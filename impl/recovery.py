@@ -29,6 +29,22 @@ from .history import placeholder_text
 from .store import emit, fenced, now, one, process_alive, rows, set_status, tx
 
 HOLD_STATUSES = ("paused", "finished", "cancelled", "failed")
+KNOWN_PAUSE_REASONS = ("user_paused", "user_stopped_all", "automatic_recovery_disabled", "paused_unknown_reason")
+
+
+def load_facts(ctx: Ctx) -> None:
+    """Step 1 on every worker start: converge the outbox, explain paused records we cannot explain.
+
+    An old paused record whose reason this runtime does not know (e.g. a legacy paused_recoverable)
+    stays paused: guessing that it was running could resume work the user stopped.
+    """
+    drain_outbox(ctx)
+    with tx(ctx.db):
+        for item in rows(ctx.db, "SELECT work_id, reason_code FROM work_items WHERE desired_state='paused'"):
+            if item["reason_code"] not in KNOWN_PAUSE_REASONS:
+                set_status(ctx.db, item["work_id"], "paused", "paused_unknown_reason",
+                           f"paused for a reason this runtime does not know ({item['reason_code']!r}); it stays "
+                           "paused rather than being guessed to have been running", ("Resume", "End"))
 
 
 def claim(ctx: Ctx, work_id: str) -> int | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import recovery
 from .config import Config
-from .engine import Ctx, Interrupted, drain_outbox, finish, provider_step, release, run_call
+from .engine import Ctx, Interrupted, finish, provider_step, release, run_call
 from .failpoints import failpoint
 from .projection import ProjectionLost, project
 from .schema import MigrationFailed, StorageUnavailable, open_runtime_db, open_usage_db
@@ -54,7 +54,7 @@ class Worker:
     # --- the loop ----------------------------------------------------------------------------
 
     def run(self) -> None:
-        drain_outbox(self.ctx)
+        recovery.load_facts(self.ctx)
         self._project()
         (self.cfg.run_dir / f"ready-{os.getpid()}").write_text(str(os.getpid()))
         while not self.stop:

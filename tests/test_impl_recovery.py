@@ -1,0 +1,322 @@
+"""Each recovery step of the reference runtime, in-process against a real SQLite data directory.
+
+These call the runtime's own modules directly (ownership, fencing, repair, decision, admission,
+load facts, storage failures); the end-to-end path through the adapter is in test_impl_kill.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import psutil
+import pytest
+from recoverykit.impl import control, observe, recovery
+from recoverykit.impl.config import Config, ToolSpec
+from recoverykit.impl.engine import Ctx
+from recoverykit.impl.projection import ProjectionLost, project, rebuild
+from recoverykit.impl.schema import (
+    RUNTIME_MIGRATIONS,
+    MigrationFailed,
+    StorageUnavailable,
+    connect,
+    current_version,
+    migrate,
+    open_runtime_db,
+    open_usage_db,
+)
+from recoverykit.impl.store import Fenced, Identity, fenced, one, rows, tx
+
+TOOLS = [ToolSpec("probe_unknown", ["/bin/true"], "unknown", "1"),
+         ToolSpec("probe_read", ["/bin/true"], "read_only", "1")]
+
+
+def make_ctx(path, host="host-a", **cfg) -> Ctx:
+    conf = Config(data_dir=str(path), tools=TOOLS, host_id=host, **cfg)
+    conf.save()
+    return Ctx(conf, open_runtime_db(path), open_usage_db(path), Identity.me(host), lambda: False)
+
+
+def submit(ctx: Ctx, msg="m1", **kw) -> str:
+    return control.submit(ctx.db, ctx.cfg, "s1", "hello", msg, **kw)["work_id"]
+
+
+def item(ctx: Ctx, work_id: str) -> dict:
+    return one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+
+
+def set_lease(ctx: Ctx, work_id: str, host: str, pid: int, ctime: float, gen: int = 1) -> None:
+    with tx(ctx.db):
+        ctx.db.conn.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?,?,?,0,0,0,0)",
+                            (work_id, host, pid, ctime, gen))
+        ctx.db.conn.execute("UPDATE work_items SET status='running' WHERE work_id=?", (work_id,))
+
+
+def dead_process() -> tuple[int, float]:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    ctime = psutil.Process(proc.pid).create_time()
+    proc.wait()
+    return proc.pid, ctime
+
+
+# --- step 2: ownership -------------------------------------------------------------------------------
+
+
+def test_two_concurrent_claims_exactly_one_wins(tmp_path):
+    first = make_ctx(tmp_path)
+    work_id = submit(first)
+    second = make_ctx(tmp_path)  # its own connection, as another worker would have
+    barrier, results = threading.Barrier(2), []
+
+    def racer(ctx):
+        barrier.wait()
+        results.append(recovery.claim(ctx, work_id))
+
+    threads = [threading.Thread(target=racer, args=(c,)) for c in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results, key=str) == [1, None]
+    assert [a["generation"] for a in rows(first.db, "SELECT * FROM owner_attempts")] == [1]
+
+
+def test_stale_generation_write_is_rejected_and_recorded(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    assert recovery.claim(ctx, work_id) == 1
+    with tx(ctx.db):  # another recoverer took over meanwhile
+        ctx.db.conn.execute("UPDATE leases SET generation=2 WHERE work_id=?", (work_id,))
+    with pytest.raises(Fenced), fenced(ctx.db, work_id, 1, "tool.result.commit"):
+        ctx.db.conn.execute("UPDATE work_items SET last_progress='stale' WHERE work_id=?", (work_id,))
+    assert item(ctx, work_id)["last_progress"] is None
+    (row,) = rows(ctx.db, "SELECT * FROM fenced_writes")
+    assert (row["stale_generation"], row["current_generation"], row["op"]) == (1, 2, "tool.result.commit")
+    assert observe.snapshot(tmp_path)["fenced_writes"] == [
+        {"work_id": work_id, "generation": 1, "current_generation": 2, "what": "tool.result.commit"}]
+
+
+def test_dead_owner_is_replaced_under_the_next_generation(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    set_lease(ctx, work_id, "host-a", *dead_process(), gen=4)
+    assert recovery.claim(ctx, work_id) == 5
+
+
+def test_recycled_pid_with_another_start_time_is_not_the_owner(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    me = psutil.Process()
+    set_lease(ctx, work_id, "host-a", me.pid, me.create_time() - 1000.0)  # our pid, but not our start time
+    assert recovery.claim(ctx, work_id) == 2
+
+
+def test_live_owner_is_left_alone(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        set_lease(ctx, work_id, "host-a", sleeper.pid, psutil.Process(sleeper.pid).create_time())
+        assert recovery.claim(ctx, work_id) is None
+        assert item(ctx, work_id)["status"] == "running"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_owner_on_another_host_is_an_explicit_wait_not_a_takeover(tmp_path):
+    ctx = make_ctx(tmp_path, host="host-b")
+    work_id = submit(ctx)
+    set_lease(ctx, work_id, "host-a", *dead_process())
+    assert recovery.claim(ctx, work_id) is None
+    got = item(ctx, work_id)
+    assert (got["status"], got["reason_code"]) == ("waiting", "owner_on_other_host")
+    assert "host-a" in got["reason_text"]
+    assert one(ctx.db, "SELECT generation FROM leases")["generation"] == 1
+
+
+# --- step 3: repair ----------------------------------------------------------------------------------
+
+
+def _turn_with_calls(ctx: Ctx, work_id: str, gen: int) -> dict:
+    turn = recovery.admit(ctx, item(ctx, work_id), gen, recovery=False)
+    calls = [{"id": "call_a", "name": "probe_unknown", "arguments": "{}"},
+             {"id": "call_b", "name": "probe_read", "arguments": "{}"}]
+    with tx(ctx.db):
+        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, turn_id, role, content, tool_calls, at)"
+                            " VALUES (?,?,?,'assistant','',?,0)", (work_id, "s1", turn["turn_id"], json.dumps(calls)))
+        for c, status in zip(calls, ("outcome_unknown", "never_started"), strict=True):
+            ctx.db.conn.execute(
+                "INSERT INTO tool_calls (call_id, work_id, turn_id, provider_call_id, tool_name, arguments,"
+                " effect_class, impl_identity, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,0,0)",
+                (f"{turn['turn_id']}.{c['id']}", work_id, turn["turn_id"], c["id"], c["name"], "{}",
+                 "unknown" if c["name"] == "probe_unknown" else "read_only",
+                 json.dumps({"argv": ["/bin/true"], "version": "1"}), status))
+    return turn
+
+
+def test_repair_fills_missing_results_once_under_stable_keys(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    turn = _turn_with_calls(ctx, work_id, gen)
+    for _ in range(3):  # a repeated repair (a crash during recovery) changes nothing
+        recovery.repair(ctx, item(ctx, work_id), gen, turn, "interrupted")
+    msgs = rows(ctx.db, "SELECT role, origin, repair_key, content FROM messages WHERE work_id=? ORDER BY msg_seq",
+                (work_id,))
+    assert [(m["role"], m["origin"]) for m in msgs] == [
+        ("user", "real"), ("assistant", "real"), ("tool", "placeholder"), ("tool", "placeholder"),
+        ("system", "recovery_notice")]
+    assert msgs[2]["repair_key"] == f"repair:{turn['turn_id']}.call_a"
+    assert "never started: probe_read (call_b)" in msgs[4]["content"]
+    assert "outcome is unknown: probe_unknown (call_a)" in msgs[4]["content"]
+    assert one(ctx.db, "SELECT status FROM turns")["status"] == "interrupted"
+    assert [m["content"] for m in msgs if m["role"] == "user"] == ["hello"]  # input never appended again
+
+
+def test_real_result_wins_over_placeholder_in_the_request(tmp_path):
+    from recoverykit.impl import history
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    turn = _turn_with_calls(ctx, work_id, gen)
+    recovery.repair(ctx, item(ctx, work_id), gen, turn, "interrupted")
+    with tx(ctx.db):  # a late, verifiable receipt for call_a arrives as a reconciliation
+        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, tool_call_id, at)"
+                            " VALUES (?,?,'tool','real output','call_a',0)", (work_id, "s1"))
+    sent = history.build(ctx.db, "s1")
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "system"]
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_a", "content": "real output"}
+    assert sent[3]["tool_call_id"] == "call_b" and "never started" in sent[3]["content"]
+
+
+# --- steps 4 and 5: decide, admit ----------------------------------------------------------------------
+
+
+def test_admission_is_once_per_continuation_key(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    turns = {recovery.admit(ctx, item(ctx, work_id), gen, recovery=True)["turn_id"] for _ in range(3)}
+    assert len(turns) == 1
+    (turn,) = rows(ctx.db, "SELECT * FROM turns")
+    assert turn["continuation_key"] == f"{work_id}|v1|m1"
+
+
+def test_unknown_effect_restricts_the_next_turn(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    turn = _turn_with_calls(ctx, work_id, gen)
+    recovery.repair(ctx, item(ctx, work_id), gen, turn, "interrupted")
+    nxt = recovery.admit(ctx, item(ctx, work_id), gen, recovery=True)
+    assert nxt["restricted"] == 1 and nxt["predecessor"] == turn["turn_id"]
+
+
+@pytest.mark.parametrize("case", ["directory", "credentials", "tool_version"])
+def test_missing_resources_are_explicit_waits_with_actions(tmp_path, case, monkeypatch):
+    extra = {"credentials_env": "RK_TEST_NO_SUCH_CREDENTIAL"} if case == "credentials" else {}
+    monkeypatch.delenv("RK_TEST_NO_SUCH_CREDENTIAL", raising=False)
+    ctx = make_ctx(tmp_path, **extra)
+    work_id = submit(ctx, working_dir=str(tmp_path / "gone") if case == "directory" else None)
+    gen = recovery.claim(ctx, work_id)
+    if case == "tool_version":
+        _turn_with_calls(ctx, work_id, gen)
+        ctx.cfg.tools = [ToolSpec("probe_unknown", ["/bin/true"], "unknown", "2"), TOOLS[1]]
+    reason = recovery.decide(ctx, item(ctx, work_id), gen, recovering=True)
+    expected = {"directory": "resource_missing_directory", "credentials": "resource_missing_credentials",
+                "tool_version": "resource_tool_version_changed"}[case]
+    got = item(ctx, work_id)
+    assert reason == expected == got["reason_code"] and got["status"] == "waiting"
+    assert json.loads(got["actions"]) == ["Retry", "Pause", "End"]
+    assert one(ctx.db, "SELECT reason_code FROM pending_recovery")["reason_code"] == expected
+    assert one(ctx.db, "SELECT released FROM leases")["released"] == 1
+
+
+def test_automatic_recovery_disabled_is_honoured_until_resume(tmp_path):
+    ctx = make_ctx(tmp_path, automatic_recovery=False)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    assert recovery.decide(ctx, item(ctx, work_id), gen, recovering=True) == "automatic_recovery_disabled"
+    assert (item(ctx, work_id)["status"], item(ctx, work_id)["reason_code"]) == ("paused",
+                                                                                 "automatic_recovery_disabled")
+    control.control(ctx.db, "resume", work_id)
+    gen = recovery.claim(ctx, work_id)
+    assert recovery.decide(ctx, item(ctx, work_id), gen, recovering=True) is None
+
+
+def test_decision_yields_to_a_user_control_that_arrived_meanwhile(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    control.control(ctx.db, "pause", work_id)
+    assert recovery.decide(ctx, item(ctx, work_id), gen, recovering=True) == "control"
+    assert item(ctx, work_id)["status"] == "paused"
+
+
+# --- step 1: load facts, storage failures ---------------------------------------------------------------
+
+
+def test_old_paused_record_with_unknown_reason_stays_paused_with_explanation(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    with tx(ctx.db):
+        ctx.db.conn.execute("UPDATE work_items SET desired_state='paused', status='paused',"
+                            " reason_code='paused_recoverable' WHERE work_id=?", (work_id,))
+    recovery.load_facts(ctx)
+    got = item(ctx, work_id)
+    assert (got["status"], got["reason_code"], got["desired_state"]) == ("paused", "paused_unknown_reason", "paused")
+    assert "paused_recoverable" in got["reason_text"]
+    assert recovery.claim(ctx, work_id) is None
+
+
+def test_failed_migration_changes_nothing_and_says_why(tmp_path):
+    path = tmp_path / "runtime.db"
+    db = connect(path)
+    migrate(db, path, RUNTIME_MIGRATIONS)
+    broken = (*RUNTIME_MIGRATIONS, "CREATE TABLE extra (x INTEGER); CREATE TABLE work_items (x INTEGER)")
+    with pytest.raises(MigrationFailed) as err:
+        migrate(db, path, broken)
+    assert err.value.version == 2 and "work_items" in str(err.value)
+    assert current_version(db) == 1
+    assert "extra" not in db.table_names()  # the whole migration rolled back
+
+
+def test_worker_start_on_a_newer_schema_is_recovery_failed_and_clears_nothing(tmp_path):
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    with tx(ctx.db):
+        ctx.db.conn.execute("INSERT INTO schema_version VALUES (99, 0)")
+    env = {"RK_IMPL_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "recoverykit.impl.worker"], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    state = json.loads((tmp_path / "recovery_failed.json").read_text())
+    assert state["reason_code"] == "recovery_failed_migration" and "99" in state["text"]
+    snap = observe.snapshot(tmp_path)
+    assert [(w["work_id"], w["status"], w["reason_code"]) for w in snap["work_items"]] == [
+        (work_id, "failed", "recovery_failed_migration")]
+    assert len(rows(ctx.db, "SELECT * FROM inputs")) == 1
+
+
+def test_unreadable_database_is_storage_unavailable(tmp_path):
+    (tmp_path / "runtime.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StorageUnavailable):
+        open_runtime_db(tmp_path)
+    with pytest.raises(observe.Unreadable, match="recovery_failed_storage_unavailable"):
+        observe.snapshot(tmp_path)
+
+
+def test_lost_projection_events_are_explicit_and_rebuildable(tmp_path):
+    ctx = make_ctx(tmp_path)
+    submit(ctx)
+    assert project(ctx.db) > 0
+    with tx(ctx.db):
+        ctx.db.conn.execute("UPDATE meta SET value='100000' WHERE key='projection_cursor'")
+    with pytest.raises(ProjectionLost):
+        project(ctx.db)
+    state = json.loads(one(ctx.db, "SELECT value FROM meta WHERE key='projection_state'")["value"])
+    assert state["reason_code"] == "projection_events_lost" and state["actions"] == ["Rebuild"]
+    assert rebuild(ctx.db) == one(ctx.db, "SELECT MAX(seq) AS m FROM events")["m"]
+    assert len(rows(ctx.db, "SELECT * FROM inputs")) == 1  # the original records are untouched
