@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import psutil
 from recoverykit.chaos.killer import KillReport, ProcRef, kill_all
@@ -83,7 +83,12 @@ def stale_markers() -> dict[str, list[ProcRef]]:
     return {m: sorted(refs) for m, refs in _marked().items() if m.startswith(MARKER_PREFIX) and not owner_alive(m)}
 
 
-def reap_stale(timeout: float = 5.0) -> KillReport:
-    """Reap the leftovers of earlier runs whose kit died without cleaning up."""
-    targets = [ref for refs in stale_markers().values() for ref in refs]
+def reap_stale(timeout: float = 5.0, only: Iterable[str] | None = None) -> KillReport:
+    """Reap the leftovers of earlier runs whose kit died without cleaning up (or only those ``only`` names).
+
+    A marker must therefore be made by the long-lived kit process (``new_marker`` in it), never by a
+    short-lived helper whose exit would make its run look abandoned.
+    """
+    wanted = None if only is None else set(only)
+    targets = [ref for m, refs in stale_markers().items() if wanted is None or m in wanted for ref in refs]
     return kill_all(targets, timeout)

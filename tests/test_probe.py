@@ -1,0 +1,149 @@
+"""Probe tools and their witness log: one record per real execution, concurrent-safe, holdable."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from env_helpers import short_dir, spawner  # noqa: F401  (fixtures)
+from recoverykit.chaos.broker import FailpointBroker
+from recoverykit.chaos.killer import ProcRef, kill, kill_worker_only
+from recoverykit.conformance.probe import HOLD_POINT, process_create_time
+from recoverykit.conformance.probe_tools import probe_tool, standard_probe_tools
+from recoverykit.conformance.witness import read_witness
+from recoverykit.model.catalogue import EffectClass
+from recoverykit.model.errors import MalformedRecord
+
+
+def _run(tool, arguments: dict, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*tool.argv, json.dumps(arguments)], capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def test_standard_tools_declare_their_effect_classes(tmp_path):
+    tools = standard_probe_tools(tmp_path / "w.jsonl")
+    assert [(t.name, t.effect_class) for t in tools] == [
+        ("probe_read", EffectClass.READ_ONLY), ("probe_idempotent", EffectClass.IDEMPOTENT),
+        ("probe_unknown", EffectClass.UNKNOWN)]
+
+
+def test_one_execution_leaves_a_start_and_a_finish(tmp_path):
+    tool = probe_tool("probe_unknown", "unknown", tmp_path / "w.jsonl", version="7")
+    done = _run(tool, {"probe_token": "s.0.1.0", "output": "hello"})
+    assert done.returncode == 0
+    result = json.loads(done.stdout)
+    assert result["probe_token"] == "s.0.1.0" and result["outcome"] == "ok" and result["output"] == "hello"
+    log = read_witness(tmp_path / "w.jsonl")
+    (execution,) = log.executions
+    assert (execution.probe_token, execution.tool, execution.effect_class) == ("s.0.1.0", "probe_unknown", "unknown")
+    assert execution.pid == result["pid"] and execution.done and execution.outcome == "ok"
+    assert execution.started <= execution.finished and not execution.alive()
+    assert [r["phase"] for r in log.records] == ["start", "finish"] and log.records[0]["tool_version"] == "7"
+
+
+def test_exit_code_and_bad_arguments(tmp_path):
+    tool = probe_tool("probe_idempotent", "idempotent", tmp_path / "w.jsonl")
+    failed = _run(tool, {"probe_token": "f", "exit_code": 3})
+    assert failed.returncode == 3 and json.loads(failed.stdout)["outcome"] == "failed"
+    assert read_witness(tmp_path / "w.jsonl").executions[0].exit_code == 3
+    bad = subprocess.run([*tool.argv, "[not an object"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 64 and json.loads(bad.stdout)["outcome"] == "bad_arguments"
+    assert len(read_witness(tmp_path / "w.jsonl").executions) == 1  # a refused call executed nothing
+
+
+def test_concurrent_probes_never_interleave(tmp_path):
+    tool = probe_tool("probe_read", "read_only", tmp_path / "w.jsonl")
+    procs = [subprocess.Popen([*tool.argv, json.dumps({"probe_token": f"c.{i}", "output": "x" * 3000})],
+                              stdout=subprocess.DEVNULL) for i in range(12)]
+    for p in procs:
+        assert p.wait(timeout=60) == 0
+    log = read_witness(tmp_path / "w.jsonl")
+    assert log.torn is None and len(log.records) == 24
+    assert sorted(e.probe_token for e in log.executions) == sorted(f"c.{i}" for i in range(12))
+    assert all(e.done for e in log.executions) and log.duplicates() == {}
+
+
+def test_a_rerun_shows_as_a_duplicate(tmp_path):
+    tool = probe_tool("probe_unknown", "unknown", tmp_path / "w.jsonl")
+    _run(tool, {"probe_token": "dup"})
+    _run(tool, {"probe_token": "dup"})
+    assert read_witness(tmp_path / "w.jsonl").duplicates() == {"dup": 2}
+
+
+def test_torn_last_line_is_tolerated_but_a_torn_middle_is_not(tmp_path):
+    path = tmp_path / "w.jsonl"
+    path.write_text(json.dumps({"phase": "start", "probe_token": "a", "pid": 1, "time": 1.0}) + "\n" + '{"phase": "fin')
+    log = read_witness(path)
+    assert log.torn == '{"phase": "fin' and len(log.executions) == 1 and not log.executions[0].done
+    path.write_text('{"phase": "fin\n' + json.dumps({"phase": "start", "probe_token": "a", "pid": 1, "time": 1.0}) + "\n")
+    with pytest.raises(MalformedRecord, match="line 1"):
+        read_witness(path)
+
+
+def test_create_time_matches_psutil(spawner):  # noqa: F811
+    proc = spawner.python("import time; time.sleep(30)")
+    assert abs(process_create_time(proc.pid) - ProcRef.of(proc.pid).create_time) < 0.05
+
+
+def test_a_held_probe_reports_to_the_broker_and_finishes_when_released(tmp_path, short_dir):  # noqa: F811
+    with FailpointBroker(short_dir) as broker:
+        tool = probe_tool("probe_unknown", "unknown", tmp_path / "w.jsonl", broker_socket=broker.path)
+        proc = subprocess.Popen([*tool.argv, json.dumps({"probe_token": "h.1", "hold": True})],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            hit = broker.wait_for_hit(HOLD_POINT, timeout=30)
+            assert hit.work_id == "h.1" and hit.pid == proc.pid
+            (execution,) = read_witness(tmp_path / "w.jsonl").executions
+            assert execution.done and execution.alive()  # effect done, result not yet handed back
+            assert proc.poll() is None
+            broker.release(hit)
+            out, _ = proc.communicate(timeout=30)
+            assert json.loads(out)["outcome"] == "ok" and proc.returncode == 0
+        finally:
+            kill(proc.pid)
+            proc.wait()
+            proc.stdout.close()
+
+
+def test_hold_without_a_broker_waits_for_a_release_file(tmp_path):
+    witness = tmp_path / "w.jsonl"
+    tool = probe_tool("probe_read", "read_only", witness)
+    proc = subprocess.Popen([*tool.argv, json.dumps({"probe_token": "rf", "hold": True})], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (witness.exists() and read_witness(witness).executions[0].done) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None
+        release = tmp_path / "w.jsonl.release"
+        release.mkdir()
+        (release / "rf").touch()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        kill(proc.pid)
+        proc.wait()
+
+
+def test_a_long_running_probe_outlives_its_killed_parent(tmp_path, spawner):  # noqa: F811
+    tool = probe_tool("probe_unknown", "unknown", tmp_path / "w.jsonl")
+    worker = spawner.python(
+        "import json, subprocess, sys, time\n"
+        f"subprocess.Popen({tool.argv!r} + [json.dumps({{'probe_token': 'long', 'sleep_s': 60}})])\n"
+        "time.sleep(60)\n")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "w.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    report, children = kill_worker_only(worker.pid)
+    assert report.ok and worker.wait(timeout=10) < 0
+    (execution,) = read_witness(tmp_path / "w.jsonl").executions
+    assert [c.pid for c in children] == [execution.pid]
+    assert execution.alive() and not execution.done  # reconnect, do not re-run: the child still runs
+    assert kill(ProcRef(execution.pid, execution.create_time)).ok
+    assert not execution.alive()
+
+
+def test_probe_runs_as_a_module_too(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "recoverykit.conformance.probe", "--witness", str(tmp_path / "w"),
+                           "--name", "p", "--effect-class", "read_only", json.dumps({"probe_token": "m"})],
+                          capture_output=True, text=True, timeout=60, env={**os.environ})
+    assert done.returncode == 0 and read_witness(tmp_path / "w").count("m") == 1
