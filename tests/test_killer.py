@@ -24,7 +24,9 @@ from recoverykit.errors import InvalidArgument
 # A worker with a child in its own process group and a grandchild in a new session; prints their pids.
 TREE = """
 import subprocess, sys, time
-grandchild = "import subprocess, sys, time\\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\\nprint(p.pid, flush=True)\\ntime.sleep(120)"
+grandchild = ("import subprocess, sys, time\\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\\n"
+              "print(p.pid, flush=True)\\ntime.sleep(120)")
 child = subprocess.Popen([sys.executable, "-c", grandchild], stdout=subprocess.PIPE, text=True)
 print(child.pid, child.stdout.readline().strip(), flush=True)
 time.sleep(120)

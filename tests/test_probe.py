@@ -76,7 +76,8 @@ def test_torn_last_line_is_tolerated_but_a_torn_middle_is_not(tmp_path):
     path.write_text(json.dumps({"phase": "start", "probe_token": "a", "pid": 1, "time": 1.0}) + "\n" + '{"phase": "fin')
     log = read_witness(path)
     assert log.torn == '{"phase": "fin' and len(log.executions) == 1 and not log.executions[0].done
-    path.write_text('{"phase": "fin\n' + json.dumps({"phase": "start", "probe_token": "a", "pid": 1, "time": 1.0}) + "\n")
+    start = json.dumps({"phase": "start", "probe_token": "a", "pid": 1, "time": 1.0})
+    path.write_text('{"phase": "fin\n' + start + "\n")
     with pytest.raises(MalformedRecord, match="line 1"):
         read_witness(path)
 
