@@ -39,6 +39,7 @@ class Ctx:
     udb: sqlite_utils.Database
     me: Identity
     stopping: Callable[[], bool]
+    waiting_tool: bool = False  # a graceful stop may abandon (not kill) the tool we are waiting for
 
     @property
     def data(self) -> Path:
@@ -187,7 +188,13 @@ def run_call(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
         proc.wait()  # we started it, so we reap it; its outcome stays on disk for whoever owns the item
         raise
     failpoint("tool.dispatch.after", work_id)
-    proc.wait()
+    ctx.waiting_tool = True
+    try:
+        if ctx.stopping():
+            raise Interrupted("shutting_down")
+        proc.wait()  # SIGTERM raises Interrupted here: the child lives on and a restart reattaches
+    finally:
+        ctx.waiting_tool = False
     commit_result(ctx, item, gen, call)
 
 

@@ -104,9 +104,10 @@ def snapshot(data_dir: Path) -> dict:
 
 
 def pending(data_dir: Path) -> list[dict]:
-    """Work items still running or runnable (for quiesce)."""
+    """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts."""
     db = data_dir / "runtime.db"
     if not db.exists():
         return []
     return _read(db, "SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
-                     " status IN ('queued','running') ORDER BY created_at")
+                     " (status IN ('queued','running') OR (status='waiting' AND reason_code='retry_scheduled'))"
+                     " ORDER BY created_at")

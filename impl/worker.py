@@ -50,6 +50,9 @@ class Worker:
 
     def _on_term(self, signum, frame) -> None:
         self.stop = True
+        if getattr(self, "ctx", None) is not None and self.ctx.waiting_tool:
+            self.ctx.waiting_tool = False
+            raise Interrupted("shutting_down")
 
     # --- the loop ----------------------------------------------------------------------------
 

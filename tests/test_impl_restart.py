@@ -1,0 +1,149 @@
+"""Restart kinds against the reference runtime: concurrent recoverers, graceful stop, long downtime,
+host identity change, lost and cut provider responses, and the restricted recovery turn.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+import test_impl_harness
+from test_impl_harness import tool_then_text
+
+harness_factory = test_impl_harness.harness_factory
+
+
+def _attempts(h) -> list[tuple[int, str | None]]:
+    conn = sqlite3.connect(h.tmp / "data" / "runtime.db")
+    try:
+        return conn.execute("SELECT generation, outcome FROM owner_attempts ORDER BY generation").fetchall()
+    finally:
+        conn.close()
+
+
+def _submit(h, script="t1", msg="m1", session="s1"):
+    return h.call("submit", session_id=session, text=f"go [[rk-script:{script}]]", client_msg_id=msg)
+
+
+def test_two_workers_recover_a_dead_peers_work_exactly_once(harness_factory):
+    h = harness_factory(tool_then_text(sleep_s=1.0), workers=2)
+    h.start(failpoints="tool.dispatch.after=1*pause")
+    _submit(h)
+    hit = h.broker.wait_for_hit("tool.dispatch.after", held=True, timeout=30)
+    h.kill(hit.pid)
+    h.start()  # a new worker races the survivor for the dead worker's item
+    assert h.quiesce().quiescent
+    snap = h.observe()
+    (item,) = snap.work_items
+    assert item.status == "finished"
+    assert [g for g, _ in _attempts(h)] == [1, 2]  # one recoverer won; nobody else claimed
+    assert h.executions().count("t1.0.1.0") == 1
+    h.check_invariants(snap)
+
+
+def test_graceful_stop_during_a_tool_is_not_a_pause_and_reattaches(harness_factory):
+    h = harness_factory(tool_then_text(sleep_s=1.5))
+    h.start(failpoints="tool.dispatch.after=1*pause")
+    _submit(h)
+    h.broker.wait_for_hit("tool.dispatch.after", held=True, timeout=30)
+    stopping = h.client.send(h.client._make("stop", graceful=True))
+    h.broker.release_all()
+    assert stopping.wait().type == "stop_ok"
+    snap = h.observe()
+    (item,) = snap.work_items
+    assert (item.desired_state, item.status, item.reason_code) == ("run", "queued", "shutting_down")
+    assert snap.leases == []
+    h.start()
+    assert h.quiesce().quiescent
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    assert h.executions().count("t1.0.1.0") == 1  # the tool ran once, across the stop
+    assert [t.status for t in snap.turns] == ["completed"]  # a safe checkpoint: the same turn went on
+    h.check_invariants(snap)
+
+
+@pytest.mark.parametrize("kind", ["graceful_worker_restart", "normal_exit"])
+def test_graceful_restart_kinds_keep_working(harness_factory, kind):
+    h = harness_factory(tool_then_text(tool="probe_read", sleep_s=0))
+    h.start()
+    before = {p.pid for p in h.call("processes").processes if p.role == "worker"}
+    h.call("restart", kind=kind, failpoints=None, clock_offset_s=None, host_id=None)
+    after = {p.pid for p in h.call("processes").processes if p.role == "worker"}
+    assert before and after and not before & after
+    _submit(h)
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
+
+
+def test_long_downtime_has_no_hidden_expiry(harness_factory):
+    h = harness_factory(tool_then_text(sleep_s=0))
+    h.start(failpoints="tool.dispatch.before=1*pause")
+    _submit(h)
+    hit = h.broker.wait_for_hit("tool.dispatch.before", held=True, timeout=30)
+    h.kill(hit.pid)
+    h.start(clock_offset_s=3 * 3600.0)  # the old two-hour window is long gone
+    assert h.quiesce().quiescent
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    h.check_invariants(snap)
+
+
+def test_changed_host_identity_waits_instead_of_taking_over(harness_factory):
+    h = harness_factory(tool_then_text(sleep_s=0))
+    h.start(failpoints="tool.dispatch.before=1*pause", host_id="host-a")
+    _submit(h)
+    hit = h.broker.wait_for_hit("tool.dispatch.before", held=True, timeout=30)
+    h.kill(hit.pid)
+    h.start(host_id="host-b")
+    h.quiesce(timeout_s=1.0)
+    snap = h.observe()
+    (item,) = snap.work_items
+    assert (item.status, item.reason_code, item.desired_state) == ("waiting", "owner_on_other_host", "run")
+    assert [lease.owner.host_id for lease in snap.leases] == ["host-a"]
+    assert len([r for r in h.ledger() if r["event"] == "request"]) == 1
+
+
+def test_cut_stream_leaves_a_partial_receipt_and_a_durable_retry(harness_factory):
+    script = {"scripts": [{"id": "t1", "cumulative_usage": True, "steps": [
+        {"text": "hello there, this is long", "chunks": 5, "usage": {"prompt_tokens": 30, "completion_tokens": 10},
+         "faults": [{"kind": "cut", "at_chunk": 3, "attempts": [1]}]}]}]}
+    h = harness_factory(script)
+    h.start()
+    _submit(h)
+    assert h.quiesce(timeout_s=30).quiescent
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    first, second = snap.usage_receipts
+    assert (first.attempt, first.usage, second.attempt, second.usage) == (1, "partial", 2, "known")
+    assert first.prompt_tokens == 30 and first.completion_tokens < 10  # a lower bound, never summed
+    h.check_invariants(snap)
+
+
+def test_after_an_unknown_outcome_only_safe_tools_run(harness_factory):
+    script = {"scripts": [{"id": "t1", "steps": [
+        {"tool_calls": [{"name": "probe_unknown", "arguments": {"sleep_s": 5}}]},
+        {"tool_calls": [{"name": "probe_unknown", "arguments": {}}, {"name": "probe_read", "arguments": {}}]},
+        {"text": "done"}]}]}
+    h = harness_factory(script)
+    h.start(failpoints="tool.dispatch.after=1*pause")
+    _submit(h)
+    hit = h.broker.wait_for_hit("tool.dispatch.after", held=True, timeout=30)
+    deadline = time.monotonic() + 20
+    while not (h.executions() and h.executions().count("t1.0.1.0")) and time.monotonic() < deadline:
+        time.sleep(0.02)  # let the probe begin its effect, so its outcome is truly unknown
+    h.kill(hit.pid)
+    for proc in h.call("processes").processes:  # tree kill: the tool dies too, its outcome unknown
+        if proc.role == "tool":
+            h.kill(proc.pid)
+    h.start()
+    assert h.quiesce(timeout_s=30).quiescent
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    first, blocked, read = snap.tool_calls
+    assert (first.status, first.repair_key) == ("outcome_unknown", f"repair:{first.call_id}")
+    assert (blocked.tool, blocked.status, blocked.pid) == ("probe_unknown", "never_started", None)
+    assert (read.tool, read.status) == ("probe_read", "result_committed")
+    assert [t.status for t in snap.turns] == ["interrupted", "completed"]
+    log = h.executions()
+    assert log.count("t1.0.1.0") == 1 and log.count("t1.1.1.0") == 0 and log.count("t1.1.1.1") == 1
