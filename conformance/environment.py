@@ -1,0 +1,327 @@
+"""One run's environment: the runtime under test inside everything the kit owns around it.
+
+A ``Run`` makes a private run directory, starts the scripted provider (with its ledger), declares
+the probe tools (with their witness log), optionally a failpoint broker, spawns the adapter and
+hands all of it over in ``init``. Every operation goes through ``Run.op`` so the kit's own history
+records it (invoke, then ok / fail / info: an error with definite=false, a timeout or a dead
+adapter is info, it may have happened); observations and quiesce results are recorded as
+observations, kills and restarts as faults. ``close()`` always reaps every process carrying the
+run marker, then closes the provider, the broker and the history, even after an exception.
+
+The failpoint broker lives in ``recoverykit.chaos`` (a higher layer), so it is passed in as a
+factory (``broker_factory``) by whoever may import it (the CLI); without one no runtime failpoint
+can pause, though ``crash`` terms still work (a process kills itself; the kit sees the exit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+from recoverykit.conformance.checker import Evidence
+from recoverykit.conformance.client import AdapterClient
+from recoverykit.conformance.client_process import MARKER_ENV
+from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError
+from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.probe_tools import standard_probe_tools
+from recoverykit.conformance.protocol_rpcs import InitOk
+from recoverykit.conformance.provider import ScriptedProvider
+from recoverykit.conformance.provider_script import ProviderScript
+from recoverykit.conformance.witness import read_witness
+
+IDENTITY_TOLERANCE_S = 0.05
+
+
+class Broker(Protocol):
+    """What the environment needs of a failpoint broker (``recoverykit.chaos.broker.FailpointBroker``)."""
+
+    @property
+    def address(self) -> str: ...
+
+    def hits(self) -> list[Any]: ...
+
+    def release_all(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+BrokerFactory = Callable[[Path], Broker]
+
+
+def new_marker() -> str:
+    """A run marker in the reaper's format (owner pid and start time), so a dead kit's leftovers are found."""
+    me = psutil.Process()
+    return f"recoverykit-{me.pid}-{round(me.create_time() * 1000)}-{uuid.uuid4().hex[:8]}"
+
+
+def make_run_dir(out: str | os.PathLike | None, name: str) -> Path:
+    """A private (0700) directory for one run; short when no --out is given (Unix socket paths)."""
+    if out is None:
+        path = Path(tempfile.mkdtemp(prefix=f"rk-{name[:12]}-"))
+    else:
+        path = Path(out) / name
+        path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+@dataclass
+class Outcome:
+    """What one operation came to: ``type`` ok / fail / info, the reply or the error."""
+
+    type: str
+    reply: Any = None
+    error: str | None = None
+    code: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.type == "ok"
+
+
+class Run:
+    """Use as a context manager; ``close()`` leaves no process behind."""
+
+    def __init__(self, command: str, run_dir: Path, script: ProviderScript | dict, *,
+                 broker_factory: BrokerFactory | None = None, timeout_s: float = 15.0,
+                 slow_timeout_s: float = 60.0) -> None:
+        self.command, self.run_dir = command, Path(run_dir)
+        self.script = script
+        self.broker_factory = broker_factory
+        self.timeout_s, self.slow_timeout_s = timeout_s, slow_timeout_s
+        self.marker = new_marker()
+        self.data_dir = self.run_dir / "data"
+        self.witness_path = self.run_dir / "witness.jsonl"
+        self.ledger_path = self.run_dir / "provider-ledger.jsonl"
+        self.provider: ScriptedProvider | None = None
+        self.broker: Broker | None = None
+        self.client: AdapterClient | None = None
+        self.recorder: Recorder | None = None
+        self.init_ok: InitOk | None = None
+        self.clock_offset_s = 0.0
+        self.host_id = "host-a"
+        self.failpoints = ""
+
+    # --- setting up and tearing down ----------------------------------------------------------------
+
+    def open(self) -> Run:
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.recorder = Recorder(self.run_dir / "history.jsonl")
+            self.provider = ScriptedProvider(self.script, self.ledger_path)
+            if self.broker_factory is not None:
+                self.broker = self.broker_factory(self.run_dir)
+            socket_path = self.broker.address if self.broker else str(self.run_dir / "failpoints.sock")
+            self.client = AdapterClient(self.command, self.run_dir, timeout_s=self.timeout_s,
+                                        slow_timeout_s=self.slow_timeout_s, run_marker=self.marker,
+                                        cwd=os.getcwd())
+            self.client.start()
+            self.init_ok = self.client.handshake(
+                data_dir=self.data_dir, provider_base_url=self.provider.base_url, failpoint_socket=socket_path,
+                probe_tools=standard_probe_tools(self.witness_path))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __enter__(self) -> Run:
+        return self.open() if self.client is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Reap everything by the run marker, whatever happened before; then close the kit's side."""
+        if self.provider is not None:
+            self.provider.release(cut=True)  # a runtime blocked on a held request must not hang its own exit
+        with contextlib.suppress(Exception):
+            self.release_probes()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.close()
+            self.client = None
+        reap(self.marker)
+        for closer in (self.provider, self.broker, self.recorder):
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    closer.close()
+        self.provider = self.broker = self.recorder = None
+
+    # --- operations, recorded ------------------------------------------------------------------------
+
+    @property
+    def profiles(self) -> set[str]:
+        return {str(p) for p in self.init_ok.profiles} if self.init_ok else set()
+
+    @property
+    def history(self):
+        return self.recorder.history
+
+    def op(self, name: str, *, reply_within_s: float | None = None, **fields: Any) -> Outcome:
+        """Send one request; record invoke and its completion; never raise for an answered error."""
+        invoke = self.recorder.invoke(name, fields)
+        try:
+            reply = self.client.call(name, reply_within_s=reply_within_s, **fields)
+        except OperationFailed as exc:
+            kind = "fail" if exc.definite else "info"
+            self.recorder.complete(invoke, kind, {"code": exc.code, "text": exc.text})
+            return Outcome(kind, error=str(exc), code=exc.code)
+        except AdapterTimeout as exc:
+            self.recorder.complete(invoke, "info", {"code": "timeout", "text": str(exc)})
+            raise
+        except ProtocolError as exc:
+            self.recorder.complete(invoke, "info", {"code": "protocol_error", "text": str(exc)})
+            raise
+        body = reply.model_dump(mode="json", exclude={"type", "msg_id", "in_reply_to"})
+        self.recorder.complete(invoke, "ok", body)
+        return Outcome("ok", reply=reply)
+
+    def start(self, *, failpoints: str | None = None, clock_offset_s: float | None = None,
+              host_id: str | None = None) -> Outcome:
+        self.failpoints = self.failpoints if failpoints is None else failpoints
+        self.clock_offset_s = self.clock_offset_s if clock_offset_s is None else clock_offset_s
+        self.host_id = host_id or self.host_id
+        return self.op("start", failpoints=self.failpoints, clock_offset_s=self.clock_offset_s, host_id=self.host_id)
+
+    def restart(self, kind: str, **env: Any) -> Outcome:
+        self.recorder.fault(kind, via="adapter")
+        return self.op("restart", kind=kind, failpoints=env.get("failpoints"),
+                       clock_offset_s=env.get("clock_offset_s"), host_id=env.get("host_id"))
+
+    def observe(self, quiescent: bool | None = None) -> dict[str, Any]:
+        invoke = self.recorder.invoke("observe", {})
+        try:
+            snap = self.client.observe().model_dump(mode="json")
+        except OperationFailed as exc:
+            self.recorder.complete(invoke, "fail" if exc.definite else "info", {"code": exc.code, "text": exc.text})
+            raise
+        self.recorder.complete(invoke, "ok", {})
+        self.recorder.observe(snap, quiescent)
+        return snap
+
+    def settle(self, timeout_s: float = 10.0) -> tuple[bool, dict[str, Any]]:
+        """Quiesce (bounded), then observe; both recorded. (quiescent, snapshot)."""
+        out = self.op("quiesce", timeout_s=timeout_s)
+        quiescent = bool(out.ok and out.reply.quiescent)
+        return quiescent, self.observe(quiescent)
+
+    def processes(self) -> list[dict[str, Any]]:
+        out = self.op("processes")
+        if not out.ok:
+            return []
+        return [p.model_dump(mode="json") for p in out.reply.processes]
+
+    # --- faults the kit does itself ------------------------------------------------------------------
+
+    def kill(self, kind: str, *, roles: tuple[str, ...] | None = None) -> list[int]:
+        """SIGKILL runtime processes named by ``processes`` (pid + create_time); recorded as a fault.
+
+        ``worker_kill`` kills workers alone (tool children live on); anything else kills every listed
+        process with its descendants.
+        """
+        listed = self.processes()
+        if roles is None:
+            roles = ("worker",) if kind == "worker_kill" else ("control", "worker", "tool", "other")
+        targets = [p for p in listed if p["role"] in roles]
+        killed = kill_listed(targets, tree=kind != "worker_kill")
+        self.recorder.fault(kind, pids=killed, roles=list(roles))
+        return killed
+
+    def clock_jump(self, seconds: float) -> None:
+        self.clock_offset_s += seconds
+        self.recorder.fault("clock_jump", seconds=seconds)
+
+    # --- the environment's moves ---------------------------------------------------------------------
+
+    def release_probes(self) -> None:
+        """Let every probe tool holding before its exit go on (no broker: by release file)."""
+        folder = Path(str(self.witness_path) + ".release")
+        folder.mkdir(exist_ok=True)
+        (folder / "ALL").touch()
+
+    def wait_held(self, timeout_s: float = 10.0, **match: Any):
+        return self.provider.wait_for_held(timeout_s, **match)
+
+    def wait_witness(self, predicate: Callable[[Any], bool], timeout_s: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(predicate(e) for e in read_witness(self.witness_path).executions):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def evidence(self) -> Evidence:
+        witness = read_witness(self.witness_path) if self.witness_path.exists() else None
+        ledger = self.provider.records() if self.provider else _read_ledger(self.ledger_path)
+        observes = frozenset(str(s) for s in self.init_ok.observes) if self.init_ok else frozenset()
+        return Evidence(self.recorder.history, ledger, witness, observes)
+
+    def copy_data(self, target: Path) -> None:
+        if self.data_dir.exists():
+            shutil.copytree(self.data_dir, target, dirs_exist_ok=True, ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("*.sock"))
+
+
+def _read_ledger(path: Path) -> list[dict[str, Any]]:
+    from recoverykit.conformance.provider_ledger import read_ledger
+    return read_ledger(path) if path.exists() else []
+
+
+def _same(proc: psutil.Process, create_time: float | None) -> bool:
+    try:
+        return create_time is None or abs(proc.create_time() - create_time) < IDENTITY_TOLERANCE_S
+    except psutil.Error:
+        return False
+
+
+def kill_listed(targets: list[dict[str, Any]], *, tree: bool) -> list[int]:
+    """SIGSTOP then SIGKILL each listed process (and with ``tree`` its descendants); verified dead."""
+    procs: dict[int, psutil.Process] = {}
+    for t in targets:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(t["pid"])
+            if not _same(proc, t.get("create_time")):
+                continue  # the pid was reused: never signal a stranger
+            procs[proc.pid] = proc
+            if tree:
+                for child in proc.children(recursive=True):
+                    procs.setdefault(child.pid, child)
+    for proc in procs.values():
+        with contextlib.suppress(psutil.Error):
+            proc.suspend()
+    for proc in procs.values():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(list(procs.values()), timeout=5)
+    return sorted(procs)
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.environ().get(MARKER_ENV) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+def reap(marker: str) -> list[int]:
+    """SIGKILL every live process carrying ``marker``; returns their pids."""
+    procs = marked(marker)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=5)
+    return [p.pid for p in procs]

@@ -1,0 +1,288 @@
+"""The scenario catalogue: one scenario per public entry point the seeds name.
+
+A scenario is data (its id, the profile it needs, its provider scripts, the probe tools it uses,
+the clause ids it exercises) plus a short ``drive`` function that performs the operations through
+a ``Run``. The history checker judges every scenario's evidence afterwards; a drive function may
+add results of its own for clauses the checker cannot see (e.g. CTL-02: what stop all stopped is
+still stopped after the restart). A scenario whose profile the adapter did not declare is reported
+not applicable, never passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, _result
+from recoverykit.conformance.environment import Run
+from recoverykit.conformance.provider_script import script_tag
+from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, Profile, Verdict
+
+Drive = Callable[[Run], list[ClauseResult]]
+SETTLE_S = 20.0
+HOLD_FIRST = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
+
+
+def text_step(text: str = "done", faults: list | None = None, tokens: tuple[int, int] = (30, 12)) -> dict:
+    return {"text": text, "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
+            "faults": faults or []}
+
+
+def tool_step(tool: str, arguments: dict | None = None, faults: list | None = None) -> dict:
+    return {"tool_calls": [{"name": tool, "arguments": arguments or {}}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 8}, "faults": faults or []}
+
+
+def script(script_id: str, *steps: dict) -> dict:
+    return {"id": script_id, "cumulative_usage": True, "steps": list(steps)}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    profile: Profile
+    scripts: tuple[dict, ...]
+    tools: tuple[str, ...]
+    clauses: tuple[str, ...]
+    drive: Drive = field(repr=False, compare=False)
+
+    def provider_script(self) -> dict:
+        return {"scripts": list(self.scripts), "hold_timeout_s": 120.0}
+
+    def applies(self, profiles: set[str]) -> bool:
+        return self.profile.value in profiles
+
+
+# --- helpers the drive functions share -------------------------------------------------------------
+
+
+def submit(run: Run, script_id: str, session: str | None = None, n: int = 1) -> str | None:
+    """Submit one tagged input; the work_id if acknowledged."""
+    out = run.op("submit", session_id=session or f"s-{script_id}", text=f"{script_tag(script_id)} request {n}",
+                 client_msg_id=f"c-{script_id}-{n}")
+    return out.reply.work_id if out.ok else None
+
+
+def item(snapshot: dict[str, Any], work_id: str | None) -> dict[str, Any] | None:
+    return next((w for w in snapshot.get("work_items") or [] if w["work_id"] == work_id), None)
+
+
+def expect_desired(snapshot: dict[str, Any], work_ids: list[str | None], allowed: set[str], clause_id: str,
+                   when: str) -> ClauseResult:
+    """``clause_id`` holds if every item's desired_state is in ``allowed`` at this observation."""
+    bad = []
+    for work_id in work_ids:
+        found = item(snapshot, work_id)
+        if found is None:
+            bad.append(f"{work_id} is missing {when}")
+        elif found["desired_state"] not in allowed:
+            bad.append(f"{work_id} desired_state is {found['desired_state']} {when} (expected {sorted(allowed)})")
+    if None in work_ids:
+        return _result(clause_id, Verdict.UNKNOWN, "a submit was not acknowledged")
+    return _result(clause_id, Verdict.INVALID if bad else Verdict.VALID, bad[0] if bad else when, bad)
+
+
+def restart_kit_side(run: Run, kind: str = "tree_kill", **env: Any) -> None:
+    """A kill the kit does itself (psutil), then start: the runtime recovers from committed records."""
+    run.kill(kind)
+    run.start(**env)
+
+
+def graceful_or_kill(run: Run, kind: str = "normal_exit") -> None:
+    if kind in {str(k) for k in run.init_ok.restart_kinds}:
+        run.restart(kind)
+    else:
+        restart_kit_side(run)
+
+
+# --- chat core -------------------------------------------------------------------------------------
+
+
+def drive_read_tool(run: Run) -> list[ClauseResult]:
+    run.start()
+    submit(run, "read")
+    run.settle(SETTLE_S)
+    return []
+
+
+def drive_unknown_write(run: Run) -> list[ClauseResult]:
+    run.start()
+    work_id = submit(run, "write")
+    # The probe has done its write and holds before exiting: "tool done, result not committed".
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
+    run.observe()
+    restart_kit_side(run, "tree_kill")
+    run.release_probes()
+    after = run.observe()
+    run.settle(SETTLE_S)
+    return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker crash")]
+
+
+def drive_long_tool(run: Run) -> list[ClauseResult]:
+    run.start()
+    work_id = submit(run, "long")
+    run.wait_witness(lambda e: e.tool == "probe_unknown", timeout_s=SETTLE_S)
+    run.observe()  # mid-flight: the owner and its generation before the kill
+    restart_kit_side(run, "worker_kill")  # the tool child lives on: reconnect, never re-run
+    after = run.observe()
+    run.settle(SETTLE_S)
+    return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker-only kill")]
+
+
+def drive_multi_session(run: Run) -> list[ClauseResult]:
+    run.start()
+    ids = [submit(run, f"ms{i}", session=f"session-{i}") for i in (1, 2, 3)]
+    run.wait_held(SETTLE_S, script_id="ms1")  # a provider request in flight; the others queued or running
+    run.observe()  # mid-flight: every item has exactly one owner
+    restart_kit_side(run, "tree_kill")
+    after = run.observe()
+    quiescent, final = run.settle(SETTLE_S)
+    results = [expect_desired(after, ids, {"run", "done"}, "CTL-03", "after a tree kill")]
+    if quiescent:
+        results.append(expect_desired(final, ids, {"done"}, "FA-13", "after recovering three sessions together"))
+    return results
+
+
+def drive_pause_restart(run: Run) -> list[ClauseResult]:
+    run.start()
+    work_id = submit(run, "pz")
+    held = run.wait_held(SETTLE_S, script_id="pz")
+    run.op("pause", work_id=work_id)
+    run.provider.release(held)  # the in-flight answer arrives after the pause: it must not continue the work
+    run.settle(SETTLE_S)
+    graceful_or_kill(run, "normal_exit")
+    after = run.observe()
+    _, settled = run.settle(SETTLE_S)
+    results = [expect_desired(after, [work_id], {"paused"}, "RI-03", "right after the restart"),
+               expect_desired(settled, [work_id], {"paused"}, "RI-03", "after the restart settled")]
+    run.op("resume", work_id=work_id)
+    run.settle(SETTLE_S)
+    return results
+
+
+def drive_stop_all_restart(run: Run) -> list[ClauseResult]:
+    run.start()
+    ids = [submit(run, f"sa{i}", session=f"session-{i}") for i in (1, 2)]
+    run.wait_held(SETTLE_S, script_id="sa1")
+    out = run.op("stop_all")
+    stopped = list(out.reply.stopped) if out.ok else [None]
+    restart_kit_side(run, "tree_kill")
+    _, settled = run.settle(SETTLE_S)
+    results = [expect_desired(settled, stopped, {"paused"}, "CTL-02", "after stop all and a restart")]
+    for work_id in ids:
+        if work_id in stopped:
+            run.op("resume", work_id=work_id)
+    run.settle(SETTLE_S)
+    return results
+
+
+def drive_long_downtime(run: Run) -> list[ClauseResult]:
+    run.start()
+    work_id = submit(run, "ld")
+    run.wait_held(SETTLE_S, script_id="ld")
+    run.kill("long_downtime")
+    run.clock_jump(OLD_HIDDEN_EXPIRY_S + 600)
+    run.start(clock_offset_s=run.clock_offset_s)
+    quiescent, final = run.settle(SETTLE_S)
+    if not quiescent:
+        return [_result("RI-05", Verdict.UNKNOWN, "the run never became quiescent after the downtime")]
+    return [expect_desired(final, [work_id], {"done"}, "RI-05", "after downtime past two hours")]
+
+
+# --- profiles beyond chat core (run only when declared) --------------------------------------------
+
+
+def drive_goal(run: Run) -> list[ClauseResult]:
+    run.start()
+    out = run.op("goal_create", session_id="s-goal", objective=f"{script_tag('goal')} write the report",
+                 budget=None)
+    restart_kit_side(run, "tree_kill")
+    _, final = run.settle(SETTLE_S)
+    goals = final.get("goals")
+    if not out.ok or goals is None:
+        return [_result("GOAL-01", Verdict.UNKNOWN, "goal_create refused or goals not observed")]
+    bad = [g for g in goals if g["state"] not in ("active", "achieved", "paused", "blocked", "cancelled",
+                                                 "budget_exhausted")]
+    return [_result("GOAL-01", Verdict.INVALID if bad else Verdict.VALID, f"{len(goals)} goals")]
+
+
+def drive_approval(run: Run) -> list[ClauseResult]:
+    run.start()
+    submit(run, "apr")
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
+    restart_kit_side(run, "tree_kill")
+    run.release_probes()
+    _, final = run.settle(SETTLE_S)
+    pending = [a for a in final.get("approvals") or [] if a["status"] == "pending"]
+    for approval in pending:
+        run.op("approve", approval_id=approval["approval_id"])
+    run.settle(SETTLE_S)
+    return []
+
+
+def drive_job(run: Run) -> list[ClauseResult]:
+    run.start()
+    submit(run, "job")
+    restart_kit_side(run, "tree_kill")
+    run.settle(SETTLE_S)
+    return []
+
+
+def drive_retry(run: Run) -> list[ClauseResult]:
+    run.start()
+    work_id = submit(run, "rty")
+    run.settle(SETTLE_S)
+    runs = run.observe().get("runs") or []
+    observed = next((r["run_id"] for r in runs if r["work_id"] == work_id), None)
+    if work_id is None or observed is None:
+        return [_result("RTY-05", Verdict.UNKNOWN, "no run observed to Retry")]
+    first = run.op("retry", work_id=work_id, idempotency_key="k1", observed_run_id=observed)
+    again = run.op("retry", work_id=work_id, idempotency_key="k1", observed_run_id=observed)
+    if not (first.ok and again.ok):
+        return [_result("RTY-05", Verdict.UNKNOWN, "retry refused")]
+    same = first.reply.run_id == again.reply.run_id and not again.reply.created
+    return [_result("RTY-05", Verdict.VALID if same else Verdict.INVALID,
+                    "" if same else f"a repeated key created run {again.reply.run_id}")]
+
+
+_CHAT = Profile.CHAT_CORE
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("chat_read_tool", "ordinary chat with a read-only tool", _CHAT,
+             (script("read", tool_step("probe_read", {"output": "readme"}), text_step()),), ("probe_read",),
+             ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05", "REC-06", "OWN-02", "OWN-06"),
+             drive_read_tool),
+    Scenario("chat_unknown_write", "chat with an unknown-effect write, crash before its result is committed", _CHAT,
+             (script("write", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
+             ("FA-15", "CTL-03", "INP-01", "RI-02", "USG-03", "USG-05", "USG-10"), drive_unknown_write),
+    Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
+             (script("long", tool_step("probe_unknown", {"sleep_s": 1.5}), text_step()),), ("probe_unknown",),
+             ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool),
+    Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
+             tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None)) for i in (1, 2, 3)), (),
+             ("FA-13", "OWN-02", "REC-06", "RI-02", "CTL-03", "INP-01", "USG-10"), drive_multi_session),
+    Scenario("pause_restart", "pause while a provider request is in flight, then restart", _CHAT,
+             (script("pz", text_step(faults=HOLD_FIRST)),), (), ("RI-03", "RI-02", "INP-01"), drive_pause_restart),
+    Scenario("stop_all_restart", "stop all, then restart", _CHAT,
+             tuple(script(f"sa{i}", text_step(faults=HOLD_FIRST if i == 1 else None)) for i in (1, 2)), (),
+             ("CTL-02", "RI-03", "RI-02"), drive_stop_all_restart),
+    Scenario("long_downtime", "downtime past the old two-hour window", _CHAT,
+             (script("ld", text_step(faults=HOLD_FIRST)),), (), ("RI-05", "RI-02"), drive_long_downtime),
+    Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
+             (script("goal", text_step("goal done")),), (), ("GOAL-01", "RI-02"), drive_goal),
+    Scenario("approval_unknown_write", "an unknown write after a crash needs a one-time approval",
+             Profile.APPROVALS, (script("apr", tool_step("probe_unknown", {"hold": True}),
+                                        tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-06", "FA-15"), drive_approval),
+    Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
+             (script("job", text_step("job done")),), (), ("JOB-01", "RI-02"), drive_job),
+    Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
+             (script("rty", text_step()),), (), ("RTY-05", "RTY-04"), drive_retry),
+)
+SCENARIOS_BY_ID: dict[str, Scenario] = {s.id: s for s in SCENARIOS}
+
+
+def required_clauses(profile: Profile | str = Profile.CHAT_CORE) -> frozenset[str]:
+    """Clauses that must end valid for a valid verdict of ``profile``: those its scenarios exercise."""
+    return frozenset(c for s in SCENARIOS if s.profile.value == str(profile) for c in s.clauses)
