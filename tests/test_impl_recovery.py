@@ -320,3 +320,36 @@ def test_lost_projection_events_are_explicit_and_rebuildable(tmp_path):
     assert state["reason_code"] == "projection_events_lost" and state["actions"] == ["Rebuild"]
     assert rebuild(ctx.db) == one(ctx.db, "SELECT MAX(seq) AS m FROM events")["m"]
     assert len(rows(ctx.db, "SELECT * FROM inputs")) == 1  # the original records are untouched
+
+
+# --- admission: fairness and quota ----------------------------------------------------------------------
+
+
+def _worker_view(ctx: Ctx):
+    from recoverykit.impl.worker import Worker
+    view = Worker.__new__(Worker)  # only the scheduling query, without sockets or signals
+    view.ctx = ctx
+    return view
+
+
+def test_admission_is_fair_across_sessions_and_ordered_within_one(tmp_path):
+    ctx = make_ctx(tmp_path)
+    a1, a2 = (control.submit(ctx.db, ctx.cfg, "A", "x", m)["work_id"] for m in ("a1", "a2"))
+    b1 = control.submit(ctx.db, ctx.cfg, "B", "x", "b1")["work_id"]
+    view = _worker_view(ctx)
+    assert [w["work_id"] for w in view.candidates()] == [a1, b1]  # a2 waits behind a1 in its session
+    assert recovery.claim(ctx, a1) == 1
+    with tx(ctx.db):
+        ctx.db.conn.execute("UPDATE work_items SET status='finished', desired_state='done' WHERE work_id=?", (a1,))
+        ctx.db.conn.execute("UPDATE leases SET released=1")
+    assert [w["work_id"] for w in view.candidates()] == [b1, a2]  # session A was just served: B goes first
+
+
+def test_concurrency_quota_is_shared_by_all_workers(tmp_path):
+    ctx = make_ctx(tmp_path, concurrency=1)
+    first = control.submit(ctx.db, ctx.cfg, "A", "x", "a1")["work_id"]
+    second = control.submit(ctx.db, ctx.cfg, "B", "x", "b1")["work_id"]
+    assert recovery.claim(ctx, first) == 1
+    other = make_ctx(tmp_path, concurrency=1)
+    assert recovery.claim(other, second) is None  # the quota is full while the first owner lives
+    assert one(ctx.db, "SELECT status FROM work_items WHERE work_id=?", (second,))["status"] == "queued"
