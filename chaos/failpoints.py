@@ -197,5 +197,19 @@ __all__ = [
     "parse",
     "parse_chain",
     "points_table",
+    "refresh_doc",
     "validate",
 ]
+
+
+DOC_BEGIN = "<!-- BEGIN GENERATED from model/catalogue.py: regenerate with `recoverykit env docs --write` -->"
+DOC_END = "<!-- END GENERATED -->"
+
+
+def refresh_doc(text: str) -> str:
+    """``text`` (docs/failpoints.md) with its generated region replaced by the current catalogue."""
+    head, begin, rest = text.partition(DOC_BEGIN)
+    _, end, tail = rest.partition(DOC_END)
+    if not begin or not end:
+        raise InvalidArgument(f"the failpoints doc lacks its generated region markers {DOC_BEGIN!r} ... {DOC_END!r}")
+    return f"{head}{DOC_BEGIN}\n{points_table()}\n{DOC_END}{tail}"

@@ -1,0 +1,62 @@
+"""``recoverykit env``: the provider by hand, failpoint checks, docs check, reaping."""
+
+import json
+import signal
+import subprocess
+import sys
+
+import openai
+from env_helpers import spawner  # noqa: F401  (fixture)
+from recoverykit.conformance.provider_ledger import read_ledger
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "recoverykit", "env", *args], capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def test_failpoint_check_prints_canonical_or_exits_64():
+    ok = _cli("failpoints", "check", "tool.dispatch.after=2*off -> pause")
+    assert ok.returncode == 0 and ok.stdout.strip() == "tool.dispatch.after=2*off->pause"
+    bad = _cli("failpoints", "check", "tool.dispatch.after=explode")
+    assert bad.returncode == 64 and "'explode'" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = _cli("failpoints", "check", "no.such=pause")
+    assert unknown.returncode == 64 and "unknown failpoint" in unknown.stderr
+
+
+def test_docs_check_and_points_list():
+    assert _cli("docs").returncode == 0
+    listing = _cli("failpoints", "list")
+    assert listing.returncode == 0 and "tool.result.commit.before" in listing.stdout
+
+
+def test_reap_needs_one_target():
+    assert _cli("reap").returncode == 64
+
+
+def test_probe_tools_json(tmp_path):
+    out = _cli("probe-tools", "--witness", str(tmp_path / "w.jsonl"))
+    assert [t["effect_class"] for t in json.loads(out.stdout)] == ["read_only", "idempotent", "unknown"]
+
+
+def test_the_provider_by_hand(tmp_path, spawner):  # noqa: F811
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"scripts": [{"id": "s", "steps": [{"text": "hi"}]}]}))
+    ledger = tmp_path / "ledger.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", "env", "provider", "--script", str(script),
+                             "--ledger", str(ledger)], stdout=subprocess.PIPE, text=True, env=spawner.env())
+    spawner.procs.append(proc)
+    started = json.loads(proc.stdout.readline())
+    client = openai.OpenAI(base_url=started["base_url"], api_key="x", max_retries=0, timeout=30)
+    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+    assert reply.choices[0].message.content == "hi"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert [r["event"] for r in read_ledger(ledger)] == ["request", "response"]
+
+
+def test_a_bad_provider_script_is_a_usage_error(tmp_path):
+    script = tmp_path / "bad.json"
+    script.write_text(json.dumps({"scripts": [{"id": "s", "steps": [{}]}]}))
+    out = _cli("provider", "--script", str(script))
+    assert out.returncode == 64 and "not valid" in out.stderr and "Traceback" not in out.stderr

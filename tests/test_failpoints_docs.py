@@ -1,0 +1,53 @@
+"""docs/failpoints.md and docs/environment.md stay true to the code."""
+
+from pathlib import Path
+
+import pytest
+from recoverykit.chaos import failpoint_client, runenv
+from recoverykit.chaos.failpoints import DOC_BEGIN, DOC_END, points_table, refresh_doc
+from recoverykit.errors import InvalidArgument
+from recoverykit.model.catalogue import INTERRUPTION_POINTS
+
+ROOT = Path(__file__).resolve().parent.parent
+FAILPOINTS_DOC = ROOT / "docs" / "failpoints.md"
+ENVIRONMENT_DOC = ROOT / "docs" / "environment.md"
+
+
+def test_the_generated_point_table_is_fresh():
+    text = FAILPOINTS_DOC.read_text(encoding="utf-8")
+    assert refresh_doc(text) == text, "docs/failpoints.md is stale: run `recoverykit env docs --write`"
+
+
+def test_the_table_lists_every_point_with_its_reach():
+    table = points_table()
+    for point in INTERRUPTION_POINTS:
+        assert f"| `{point.name}` | {point.reach.value}" in table
+
+
+def test_refresh_needs_the_markers():
+    with pytest.raises(InvalidArgument, match="generated region"):
+        refresh_doc("no markers here")
+    assert refresh_doc(f"a\n{DOC_BEGIN}\nold\n{DOC_END}\nb") == f"a\n{DOC_BEGIN}\n{points_table()}\n{DOC_END}\nb"
+
+
+def test_the_docs_name_every_variable_and_the_wire_shapes():
+    text = FAILPOINTS_DOC.read_text(encoding="utf-8") + ENVIRONMENT_DOC.read_text(encoding="utf-8")
+    for name in runenv.ALL_VARIABLES:
+        assert name in text
+    assert '{"v": 1, "type": "hit"' in text and '"resume": "continue"' in text
+    for action in failpoint_client.ACTIONS:
+        assert f"`{action}" in text
+
+
+def test_run_environment_and_clock_offset():
+    env = runenv.run_environment("recoverykit-1-2-0123abcd", failpoints={"tool.dispatch.after": "1*pause"},
+                                 socket_path="/tmp/s", clock_offset_s=7500, base={"PATH": "/bin",
+                                                                                 "RECOVERYKIT_FAILPOINTS": "old"})
+    assert env == {"PATH": "/bin", "RECOVERYKIT_RUN_MARKER": "recoverykit-1-2-0123abcd",
+                   "RECOVERYKIT_FAILPOINTS": "tool.dispatch.after=1*pause",
+                   "RECOVERYKIT_FAILPOINT_SOCKET": "/tmp/s", "RECOVERYKIT_CLOCK_OFFSET_S": "7500.0"}
+    assert runenv.clock_offset(env) == 7500.0 and runenv.clock_offset({}) == 0.0
+    with pytest.raises(InvalidArgument, match="not a number"):
+        runenv.clock_offset({"RECOVERYKIT_CLOCK_OFFSET_S": "two hours"})
+    with pytest.raises(InvalidArgument, match="finite"):
+        runenv.run_environment("recoverykit-1-2-0123abcd", clock_offset_s=float("inf"))
