@@ -25,12 +25,7 @@ from recoverykit.model import abstract_events as ev
 from recoverykit.model.catalogue import GoalState
 from recoverykit.model.contract import clause
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.model.invariants import (
-    ALL_INVARIANTS,
-    RETRY_INVARIANTS,
-    STATE_INVARIANTS,
-    TRANSITION_INVARIANTS,
-)
+from recoverykit.model.invariants import ALL_INVARIANTS, fused
 
 _CHAT_Q = a.item(a.CHAT)
 _RUNNING_TOOL = a.item(a.CHAT, turn=a.T_ACTIVE, tool=a.TOOL_DISPATCHED, child=1, exec=1, gen=1, owner=1, ckpt=0,
@@ -77,7 +72,8 @@ class ExploreResult:
     violations: list[Violation]
     goal_graph: dict
     elapsed_s: float
-    graph: nx.DiGraph | None = field(default=None, repr=False)
+    edges: list[tuple[int, int, str]] = field(default_factory=list, repr=False)
+    _graph: nx.DiGraph | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -86,6 +82,16 @@ class ExploreResult:
     @property
     def states_per_second(self) -> float:
         return self.states / self.elapsed_s if self.elapsed_s else 0.0
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The explored state graph (nodes are state ids, edges carry their ``event``), built on first use."""
+        if self._graph is None:
+            graph = nx.DiGraph()
+            graph.add_nodes_from(range(self.states))
+            graph.add_edges_from((u, v, {"event": label}) for u, v, label in self.edges)
+            self._graph = graph
+        return self._graph
 
     def to_json(self) -> dict:
         return {"depth": self.depth, "max_depth_reached": self.max_depth_reached, "states": self.states,
@@ -116,7 +122,11 @@ def _path(sid: int, parent: list[int], via: list[str]) -> list[str]:
 def explore(depth: int = 6, *, configurations: Mapping[str, tuple] | None = None,
             handlers: Mapping[str, ev.Handler] | None = None, build_graph: bool = True,
             max_violations: int = 20) -> ExploreResult:
-    """Explore every state reachable in at most ``depth`` events; see the module docstring."""
+    """Explore every state reachable in at most ``depth`` events; see the module docstring.
+
+    ``build_graph`` builds the networkx graph right away (outside the timed part); otherwise
+    ``ExploreResult.graph`` builds it on first use.
+    """
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
         raise InvalidArgument(f"depth must be a non-negative int, got {depth!r} ({type(depth).__name__})")
     configs = dict(CONFIGURATIONS if configurations is None else configurations)
@@ -127,12 +137,11 @@ def explore(depth: int = 6, *, configurations: Mapping[str, tuple] | None = None
         table[name] = handler
     item_handlers = [table[n] for n in ev.ITEM_HANDLERS]
     global_handlers = [table[n] for n in ev.GLOBAL_HANDLERS]
-    state_checks = [(inv, inv.check) for inv in STATE_INVARIANTS]
-    edge_checks = [(inv, inv.check) for inv in TRANSITION_INVARIANTS]
-    retry_checks = [(inv, inv.check) for inv in RETRY_INVARIANTS]
+    state_ok, edge_ok, retry_ok = fused("state"), fused("transition"), fused("retry")
 
     started = time.perf_counter()
     ids: dict[tuple, int] = {}
+    states: list[tuple] = []
     parent: list[int] = []
     via: list[str] = []
     origin: list[str] = []
@@ -141,98 +150,110 @@ def explore(depth: int = 6, *, configurations: Mapping[str, tuple] | None = None
     goal_seen: set[str] = set()
     violations: list[Violation] = []
     broken: set[tuple[str, str]] = set()
-    level_reached = 0
+    item_moves: dict[tuple, list[tuple[str, tuple]]] = {}
 
-    def report(inv, sid: int, state: tuple, extra_label: str | None = None) -> None:
-        key = (inv.name, origin[sid])
-        if key in broken or len(violations) >= max_violations:
-            return
-        broken.add(key)
-        path = _path(sid, parent, via) + ([extra_label] if extra_label else [])
-        violations.append(Violation(inv.name, inv.clause_id, clause(inv.clause_id).broke(inv.statement), path,
-                                    origin[sid], describe(state)))
-
-    def add(state: tuple, p: int, label: str, config: str) -> int | None:
-        if state in ids:
-            return None
-        sid = len(parent)
-        ids[state] = sid
-        parent.append(p)
-        via.append(label)
-        origin.append(config)
-        return sid
+    def report(scope: str, args: tuple, sid: int, state: tuple, extra_label: str | None = None) -> None:
+        # a fused check failed: find which invariants broke; each is reported once per configuration
+        for inv in ALL_INVARIANTS:
+            if inv.scope != scope or inv.check(*args):
+                continue
+            key = (inv.name, origin[sid])
+            if key in broken or len(violations) >= max_violations:
+                continue
+            broken.add(key)
+            path = _path(sid, parent, via) + ([extra_label] if extra_label else [])
+            violations.append(Violation(inv.name, inv.clause_id, clause(inv.clause_id).broke(inv.statement), path,
+                                        origin[sid], describe(state)))
 
     frontier: list[int] = []
-    states: list[tuple] = []
     for name, initial in configs.items():
-        sid = add(initial, -1, "", name)
-        if sid is not None:
-            states.append(initial)
-            frontier.append(sid)
-            for w in initial[a.ITEMS]:
-                if w[a.GSTATE] != a.NO_GOAL:
-                    goal_seen.add(a.GOAL_STATES[w[a.GSTATE]].value)
-                for inv, check in state_checks:
-                    if not check(initial, w):
-                        report(inv, sid, initial)
+        if initial in ids:
+            continue
+        sid = len(states)
+        ids[initial] = sid
+        states.append(initial)
+        parent.append(-1)
+        via.append("")
+        origin.append(name)
+        frontier.append(sid)
+        for w in initial[a.ITEMS]:
+            if w[a.GSTATE] != a.NO_GOAL:
+                goal_seen.add(a.GOAL_STATES[w[a.GSTATE]].value)
+            if not state_ok(initial, w):
+                report("state", (initial, w), sid, initial)
 
+    level_reached = 0
     for level in range(depth):
         next_frontier: list[int] = []
         for sid in frontier:
             s = states[sid]
             items = s[a.ITEMS]
             n = len(items)
-            produced: list[tuple[str, tuple]] = []
-            for handler in item_handlers:
-                for i in range(n):
-                    produced += handler(s, i)
+            produced: list[tuple[str, int, tuple]] = []
+            if s[a.RT] == a.UP:  # every item event needs a running runtime
+                head = s[:a.ITEMS]
+                for t in range(n):
+                    # Item events see only the runtime, the host and their own item, so their outcomes
+                    # are computed once per (runtime, host, index, item) and reused in every state
+                    # that differs only in the other items.
+                    key = (s[a.RT], s[a.HOSTF], t, items[t])
+                    moves = item_moves.get(key)
+                    if moves is None:
+                        moves = [(label, ns[a.ITEMS][t]) for handler in item_handlers for label, ns in handler(s, t)]
+                        item_moves[key] = moves
+                    for label, nw in moves:
+                        produced.append((label, t, (*head, (*items[:t], nw, *items[t + 1:]))))
             for handler in global_handlers:
-                produced += handler(s, -1)
-            for label, ns in produced:
-                nitems = ns[a.ITEMS]
-                new = ns not in ids
-                nid = add(ns, sid, label, origin[sid]) if new else ids[ns]
+                for label, ns in handler(s, -1):
+                    produced.append((label, -1, ns))
+            for label, target, ns in produced:
+                nid = ids.get(ns)
+                new = nid is None
                 if new:
+                    nid = len(states)
+                    ids[ns] = nid
                     states.append(ns)
+                    parent.append(sid)
+                    via.append(label)
+                    origin.append(origin[sid])
                     next_frontier.append(nid)
                 edges.append((sid, nid, label))
+                if ns is s:
+                    continue  # a self-loop (a reload) changes nothing, so no invariant can break on it
+                name = label.partition("(")[0]
+                nitems = ns[a.ITEMS]
                 global_change = ns[a.RT] != s[a.RT] or ns[a.HOSTF] != s[a.HOSTF]
                 for i in range(n):
                     pw, nw = items[i], nitems[i]
                     if pw is nw and not global_change:
-                        continue
-                    for inv, check in edge_checks:
-                        if not check(label, i, pw, nw, s, ns):
-                            report(inv, sid, ns, label)
-                    if new:
-                        for inv, check in state_checks:
-                            if not check(ns, nw):
-                                report(inv, nid, ns)
+                        continue  # an untouched item was checked in the state it came from
+                    own = target == i
+                    if not edge_ok(name, own, pw, nw):
+                        report("transition", (name, own, pw, nw), sid, ns, label)
+                    if new and not state_ok(ns, nw):
+                        report("state", (ns, nw), nid, ns)
                     if pw[a.GSTATE] != nw[a.GSTATE]:
                         gfrom, gto = a.GOAL_STATES[pw[a.GSTATE]].value, a.GOAL_STATES[nw[a.GSTATE]].value
                         goal_seen.add(gto)
-                        goal_edges.setdefault((gfrom, gto), set()).add(label.split("(")[0])
-                if s[a.RETRY] is not None and ns[a.RETRY] is not s[a.RETRY]:
-                    for inv, check in retry_checks:
-                        if not check(label, s[a.RETRY], ns[a.RETRY]):
-                            report(inv, sid, ns, label)
+                        goal_edges.setdefault((gfrom, gto), set()).add(name)
+                pr, nr = s[a.RETRY], ns[a.RETRY]
+                if pr is not None and nr is not pr and not retry_ok(label, pr, nr):
+                    report("retry", (label, pr, nr), sid, ns, label)
         if next_frontier:
             level_reached = level + 1
         frontier = next_frontier
 
-    graph = None
-    if build_graph:
-        graph = nx.DiGraph()
-        graph.add_nodes_from(range(len(states)))
-        graph.add_edges_from((u, v, {"event": label}) for u, v, label in edges)
     goal_graph = _check_goal_graph(goal_seen, goal_edges, violations)
     elapsed = time.perf_counter() - started
-    return ExploreResult(
+    result = ExploreResult(
         depth=depth, max_depth_reached=level_reached, states=len(states), transitions=len(edges),
         configurations=list(configs),
         invariants_checked=[{"name": inv.name, "clause": inv.clause_id, "scope": inv.scope,
                              "statement": inv.statement} for inv in ALL_INVARIANTS],
-        violations=violations, goal_graph=goal_graph, elapsed_s=elapsed, graph=graph)
+        violations=violations, goal_graph=goal_graph, elapsed_s=elapsed, edges=edges)
+    if build_graph:
+        result.graph  # noqa: B018 - built now, after the timed exploration
+    return result
 
 
 # Goal states and the only events that may move a Goal out of them.
