@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -73,8 +74,11 @@ class _Server(ThreadingHTTPServer):
 class ScriptedProvider:
     """Serve ``script`` on 127.0.0.1; ``base_url`` is what a runtime's OpenAI client points at."""
 
-    def __init__(self, script: ProviderScript | dict, ledger_path: str | os.PathLike, *, port: int = 0) -> None:
+    def __init__(self, script: ProviderScript | dict, ledger_path: str | os.PathLike, *, port: int = 0,
+                 on_held: Callable[[Held], None] | None = None) -> None:
+        """``on_held`` is called (from the request's thread) each time a request is parked."""
         self.script = script if isinstance(script, ProviderScript) else ProviderScript.model_validate(script)
+        self._on_held = on_held
         self.ledger = Ledger(ledger_path)
         self._lock = threading.Condition()
         self._seq = 0
@@ -131,6 +135,8 @@ class ScriptedProvider:
                 return False
             self._held[plan.seq] = held
             self._lock.notify_all()
+        if self._on_held is not None:
+            self._on_held(held)
         released = held._event.wait(self.script.hold_timeout_s)
         with self._lock:
             self._held.pop(plan.seq, None)

@@ -9,12 +9,18 @@ passes for a probe that is still alive.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import psutil
 from recoverykit.conformance.provider_ledger import read_jsonl
+from recoverykit.model.errors import RecoveryKitError
+
+
+class WitnessTimeout(RecoveryKitError, TimeoutError):
+    """No probe execution appeared in the witness log within the time the kit allowed."""
 
 
 @dataclass(frozen=True)
@@ -78,3 +84,21 @@ def read_witness(path: str | os.PathLike) -> WitnessLog:
             finished=float(end["time"]) if end else None, outcome=end.get("outcome") if end else None,
             exit_code=end.get("exit_code") if end else None, ppid=r.get("ppid")))
     return WitnessLog(records, executions, torn)
+
+
+def wait_for_execution(path: str | os.PathLike, token: str | None = None, timeout: float = 10.0, *,
+                       finished: bool = False) -> Execution:
+    """The first execution (of ``token``, if given) in the log, waiting up to ``timeout`` seconds.
+
+    ``finished=True`` waits for its ``finish`` record (the effect is done). Raises TimeoutError.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if os.path.exists(path):
+            for execution in read_witness(path).executions:
+                if (token is None or execution.probe_token == token) and (execution.done or not finished):
+                    return execution
+        if time.monotonic() >= deadline:
+            raise WitnessTimeout(f"no {'finished ' if finished else ''}execution of probe_token={token!r} "
+                                 f"in {path} within {timeout}s")
+        time.sleep(0.01)

@@ -14,7 +14,7 @@ from recoverykit.conformance.probe import HOLD_POINT, process_create_time
 from recoverykit.conformance.probe_tools import probe_tool, standard_probe_tools
 from recoverykit.conformance.witness import read_witness
 from recoverykit.model.catalogue import EffectClass
-from recoverykit.model.errors import MalformedRecord
+from recoverykit.model.errors import InvalidArgument, MalformedRecord
 
 
 def _run(tool, arguments: dict, **kwargs) -> subprocess.CompletedProcess:
@@ -148,3 +148,42 @@ def test_probe_runs_as_a_module_too(tmp_path):
                            "--name", "p", "--effect-class", "read_only", json.dumps({"probe_token": "m"})],
                           capture_output=True, text=True, timeout=60, env={**os.environ})
     assert done.returncode == 0 and read_witness(tmp_path / "w").count("m") == 1
+
+
+def test_every_environment_point_is_reachable_by_the_environment():
+    from recoverykit.conformance import env_points
+
+    assert set(env_points.ENVIRONMENT_POINTS) == set(env_points.PROVIDER_POINTS) | set(env_points.PROBE_POINTS)
+    assert env_points.provider_fault("provider.request.inflight").at_chunk == 0
+    assert env_points.provider_fault("provider.response.midstream", attempts=[1]).at_chunk == 2
+    assert env_points.probe_arguments("tool.finished.uncommitted") == {"hold": True}
+    assert env_points.probe_arguments("tool.running", sleep_s=5) == {"sleep_s": 5}
+    with pytest.raises(InvalidArgument):
+        env_points.provider_fault("tool.running")
+    with pytest.raises(InvalidArgument):
+        env_points.probe_arguments("provider.request.inflight")
+
+
+def test_a_provider_tool_call_is_attributed_by_its_probe_token(tmp_path):
+    import openai
+    from recoverykit.conformance.provider import ScriptedProvider
+    from recoverykit.conformance.witness import wait_for_execution
+
+    script = {"scripts": [{"id": "attr", "steps": [{"tool_calls": [{"name": "probe_unknown",
+                                                                    "arguments": {"sleep_s": 30}}]}]}]}
+    tool = probe_tool("probe_unknown", "unknown", tmp_path / "w.jsonl")
+    with ScriptedProvider(script, tmp_path / "ledger.jsonl") as provider:
+        reply = openai.OpenAI(base_url=provider.base_url, api_key="x", max_retries=0).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "[[rk-script:attr]]"}])
+        call = reply.choices[0].message.tool_calls[0]
+        proc = subprocess.Popen([*tool.argv, call.function.arguments], stdout=subprocess.DEVNULL)
+        try:
+            running = wait_for_execution(tmp_path / "w.jsonl", "attr.0.1.0", timeout=30)  # tool.running
+            assert running.pid == proc.pid and running.alive() and not running.done
+            provider.wait_settled()
+            assert provider.records()[-1]["probe_tokens"] == ["attr.0.1.0"]
+        finally:
+            kill(proc.pid)
+            proc.wait()
+    with pytest.raises(TimeoutError):
+        wait_for_execution(tmp_path / "w.jsonl", "attr.0.1.0", timeout=0.05, finished=True)

@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -156,8 +157,9 @@ def test_wait_for_held_times_out(provider):
 
 
 def test_close_cuts_held_requests(tmp_path):
+    notified = []
     provider = ScriptedProvider({"scripts": [{"id": "h", "steps": [
-        {"text": "x", "faults": [{"kind": "hold"}]}]}]}, tmp_path / "l.jsonl")
+        {"text": "x", "faults": [{"kind": "hold"}]}]}]}, tmp_path / "l.jsonl", on_held=notified.append)
     errors = []
 
     def call():
@@ -168,7 +170,11 @@ def test_close_cuts_held_requests(tmp_path):
 
     t = threading.Thread(target=call)
     t.start()
-    provider.wait_for_held(timeout=30)
+    held = provider.wait_for_held(timeout=30)
+    deadline = time.monotonic() + 30
+    while not notified and time.monotonic() < deadline:  # the callback runs on the request's thread
+        time.sleep(0.01)
+    assert notified == [held]
     before = threading.active_count()
     provider.close()
     t.join(30)
