@@ -1,0 +1,145 @@
+"""The restart kinds of seed 000, performed on a runtime held at an interruption point.
+
+Kills are the kit's own (psutil, SIGKILL, verified by the process's exit, never by the adapter's
+word); the kinds only the runtime can perform (frontend reload, normal exit, graceful worker
+restart, stop-all before exit) go through the adapter's ``restart``. Each function leaves the
+runtime started again and records a ``fault`` in the history with what it killed.
+
+- worker_kill: SIGKILL every worker alone; tool children live on; start again.
+- tree_kill: SIGKILL every runtime process and all their descendants (tools included); start again.
+- long_downtime: tree kill, then start with the clock past the old two-hour window.
+- host_identity_change: tree kill, then start with another host id (no silent takeover allowed).
+- crash_during_recovery@R: tree kill, start armed to pause at recovery point R, kill there, start.
+- frontend_reload / normal_exit / graceful_worker_restart: ask the adapter, then let the held process go.
+- stop_all_exit: "quit and stop all tasks" (recorded as the user's stop_all), then the adapter's exit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from recoverykit.chaos import killer
+from recoverykit.chaos.broker import FailpointNotHit
+from recoverykit.chaos.case_env import HOST_B, CaseEnv
+from recoverykit.chaos.cases import Case
+from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RestartKind
+from recoverykit.model.errors import RecoveryKitError
+
+LONG_DOWNTIME_S = OLD_HIDDEN_EXPIRY_S + 600  # ten minutes past the removed two-hour window
+GRACE_BEFORE_RELEASE_S = 0.2  # let the adapter's SIGTERM land before the held process moves on
+
+
+class KillFailed(RecoveryKitError):
+    """A process the kit SIGKILLed is still alive: nothing after this can be trusted."""
+
+
+@dataclass
+class RestartOutcome:
+    killed: list[int] = field(default_factory=list)
+    second_reached: bool | None = None  # crash_during_recovery: was the recovery point reached?
+    detail: dict = field(default_factory=dict)
+
+
+def _refs(procs, roles: set[str]) -> list[killer.ProcRef]:
+    return [killer.ProcRef(p.pid, p.create_time) for p in procs if str(p.role.value if hasattr(p.role, "value")
+                                                                         else p.role) in roles]
+
+
+def _verify(report: killer.KillReport, what: str) -> list[int]:
+    if not report.ok:
+        raise KillFailed(f"{what}: processes {[r.pid for r in report.survivors]} survived SIGKILL")
+    return [r.pid for r in report.killed]
+
+
+def worker_kill(env: CaseEnv) -> list[int]:
+    procs = env.processes()
+    killed: list[int] = []
+    for ref in _refs(procs, {"worker"}):
+        report, _children = killer.kill_worker_only(ref)
+        killed += _verify(report, "worker kill")
+    env.fault(RestartKind.WORKER_KILL.value, killed=killed, survivors=[p.pid for p in procs if p.pid not in killed])
+    return killed
+
+
+def tree_kill(env: CaseEnv, label: str = RestartKind.TREE_KILL.value) -> list[int]:
+    procs = env.processes()
+    members: set[killer.ProcRef] = set()
+    for ref in _refs(procs, {"control", "worker", "tool", "other"}):
+        members.update(killer.freeze_tree(ref))
+    killed = _verify(killer.kill_all(members), "tree kill")
+    env.fault(label, killed=killed)
+    return killed
+
+
+def _after_kill(env: CaseEnv) -> None:
+    # holds in dead processes are gone with them; holds in survivors (control, a live probe) go on
+    env.release_holds(cut_provider=True)
+
+
+def wait_point_or_quiet(env: CaseEnv, point: str, timeout: float) -> bool:
+    """True when a process paused at ``point``; False when the runtime went quiet without reaching it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            env.broker.wait_for_hit(point, timeout=0.5, held=True)
+            return True
+        except FailpointNotHit:
+            pass
+        reply = env.client.request(env.client._make("quiesce", timeout_s=0.1))
+        if getattr(reply, "quiescent", False):
+            try:  # the hit may have landed just before the quiesce answered
+                env.broker.wait_for_hit(point, timeout=0.2, held=True)
+                return True
+            except FailpointNotHit:
+                return False
+    return False
+
+
+def perform(env: CaseEnv, case: Case) -> RestartOutcome:
+    kind = RestartKind(case.kind)
+    out = RestartOutcome()
+    if kind is RestartKind.WORKER_KILL:
+        out.killed = worker_kill(env)
+        _after_kill(env)
+        env.start_runtime()
+    elif kind in (RestartKind.TREE_KILL, RestartKind.LONG_DOWNTIME, RestartKind.HOST_IDENTITY_CHANGE):
+        out.killed = tree_kill(env, kind.value)
+        _after_kill(env)
+        if kind is RestartKind.LONG_DOWNTIME:
+            env.fault("clock_jump", seconds=LONG_DOWNTIME_S)
+            env.start_runtime(clock_offset_s=LONG_DOWNTIME_S)
+        elif kind is RestartKind.HOST_IDENTITY_CHANGE:
+            env.start_runtime(host_id=HOST_B)
+        else:
+            env.start_runtime()
+    elif kind is RestartKind.CRASH_DURING_RECOVERY:
+        out.killed = tree_kill(env, "tree_kill")
+        _after_kill(env)
+        env.start_runtime(failpoints=f"{case.second}=1*pause")
+        out.second_reached = wait_point_or_quiet(env, case.second, env.timeout_s)
+        if out.second_reached:
+            out.killed += tree_kill(env, kind.value)
+            _after_kill(env)
+            env.start_runtime()
+        out.detail["second_point"] = case.second
+    elif kind is RestartKind.FRONTEND_RELOAD:
+        env.fault(kind.value)
+        env.request("restart", kind=kind.value, failpoints=None, clock_offset_s=None, host_id=None)
+        env.release_holds(cut_provider=False)
+    elif kind in (RestartKind.NORMAL_EXIT, RestartKind.GRACEFUL_WORKER_RESTART, RestartKind.STOP_ALL_EXIT):
+        if kind is RestartKind.STOP_ALL_EXIT:
+            stop = env.request_async("stop_all")
+            time.sleep(GRACE_BEFORE_RELEASE_S)
+            env.release_holds(cut_provider=False)
+            stop.join(env.timeout_s)
+        env.fault(kind.value)
+        restart = env.request_async("restart", kind=kind.value, failpoints="", clock_offset_s=None, host_id=None)
+        time.sleep(GRACE_BEFORE_RELEASE_S)
+        env.release_holds(cut_provider=False)
+        restart.join(env.client.slow_timeout_s)
+        if "reply" not in restart.result:  # type: ignore[attr-defined]
+            raise RecoveryKitError(f"the adapter did not complete restart {kind.value}; see history.jsonl")
+    else:  # pragma: no cover - every RestartKind is handled above
+        raise RecoveryKitError(f"restart kind {kind} has no procedure")
+    return out

@@ -1,0 +1,180 @@
+"""Running one chaos case: start, run to the point, interrupt, restart, recover, verify.
+
+The pipeline of one case, in order (etcd's robustness tests read the same way):
+
+1. environment: private run dir, scripted provider (with the case's hold), broker, probe tools, adapter;
+2. start the runtime armed at the case's point (``k-1*off->1*pause`` for hit k) and submit the input;
+3. wait until the runtime is held there (broker report, provider hold, live probe, held probe);
+4. observe (the pre-fault state the model predicts from), take the scenario's user action if any;
+5. perform the restart kind (``restarts``), release what is still held, wait for quiescence, observe;
+6. verify: the history checker on the kit's own evidence, plus the model's prediction of the
+   post-restart state (``prediction``); reap every process of the case and report any leftover.
+
+A case whose point is never reached ends ``not_reached`` (unknown, never a pass). A failing case keeps
+its run dir and leaves a bundle with the command that replays it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from recoverykit.chaos import bundle as bundles
+from recoverykit.chaos import restarts
+from recoverykit.chaos.broker import FailpointNotHit
+from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
+from recoverykit.chaos.cases import SCENARIOS_BY_NAME, Case, not_implemented_reason
+from recoverykit.chaos.prediction import check_prediction
+from recoverykit.conformance.checker import ClauseResult, Evidence, check
+from recoverykit.conformance.errors import OperationFailed, ProtocolError
+from recoverykit.conformance.provider import ProviderTimeout
+from recoverykit.conformance.provider_script import script_tag
+from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict, combine
+from recoverykit.model.errors import RecoveryKitError
+
+QUIESCE_S = 30.0
+
+
+def arm(case: Case) -> str:
+    """The failpoint spec that pauses the case's point at its hit (runtime points only)."""
+    if POINTS_BY_NAME[case.point].reach is not Reach.RUNTIME or case.point in RECOVERY_POINTS:
+        return ""
+    return f"{case.point}={case.hit - 1}*off->1*pause" if case.hit > 1 else f"{case.point}=1*pause"
+
+
+def replay_command(case: Case, adapter: str | list[str] | None) -> str:
+    cmd = ["recoverykit", "chaos", "--replay", case.id]
+    if adapter is not None and list(adapter if isinstance(adapter, list) else [adapter]) != DEFAULT_ADAPTER:
+        cmd += ["--adapter", adapter if isinstance(adapter, str) else shlex.join(adapter)]
+    return shlex.join(cmd)
+
+
+def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | None:
+    """Block until the run is held at the case's point; what was seen there, or None if never."""
+    point, deadline = case.point, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if point in ("provider.request.inflight", "provider.response.midstream") and point not in RECOVERY_POINTS:
+                held = env.provider.wait_for_held(0.5, step=case.hit - 1)
+                return {"via": "provider hold", "request_id": held.request_id, "at_chunk": held.at_chunk}
+            if point == "tool.running":
+                running = [e for e in env.witness().executions if not e.done and e.alive()]
+                if running:
+                    return {"via": "live probe", "pid": running[0].pid, "probe_token": running[0].probe_token}
+                time.sleep(0.02)
+            else:
+                hit = env.broker.wait_for_hit(point, timeout=0.5, held=True)
+                return {"via": "failpoint", "pid": hit.pid, "hit": hit.hit, "work_id": hit.work_id}
+        except (FailpointNotHit, ProviderTimeout):
+            pass
+        submits_done = all("reply" in t.result or not t.is_alive() for _, _, t in env._pending)  # type: ignore
+        if submits_done and env.quiesce(0.1):
+            return None
+    return None
+
+
+def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) -> None:
+    """The user acts while recovery is held: Pause / End / new input must take priority."""
+    for work_id in work_ids:
+        if action == "pause":
+            env.request("pause", work_id=work_id)
+        elif action == "end":
+            env.request("end", work_id=work_id)
+    if action == "input":
+        env.request_async("submit", session_id=f"{scenario_name}-s1", client_msg_id="during-1",
+                          text="new input during recovery " + script_tag(f"{scenario_name}.s1")).join(env.timeout_s)
+
+
+def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
+             bundle_dir: str | Path | None = None, timeout_s: float = 20.0, keep: bool = False,
+             seed: int = 0) -> dict[str, Any]:
+    """Run one case; a JSON-ready result (status, verdict, clause results, timings, leftovers)."""
+    scenario = SCENARIOS_BY_NAME[case.scenario]
+    result: dict[str, Any] = {**case.as_dict(), "status": "error", "verdict": Verdict.UNKNOWN.value,
+                              "clauses": [], "violations": [], "reached": None, "replay": replay_command(case, adapter)}
+    t0 = time.monotonic()
+    env = CaseEnv(adapter, scenario.provider_script(case.point, case.hit), base_dir=base_dir, timeout_s=timeout_s)
+    timings: dict[str, float] = {}
+    try:
+        init_ok = env.start()
+        result["adapter"] = {"name": init_ok.name, "version": init_ok.version}
+        why = not_implemented_reason(case, init_ok.failpoints, [k.value for k in init_ok.restart_kinds],
+                                     [p.value for p in init_ok.profiles])
+        if why is not None:
+            result.update(status="not_implemented", why=why)
+            return result
+        env.start_runtime(failpoints=arm(case))
+        timings["started"] = time.monotonic() - t0
+        for session in scenario.sessions:
+            env.request_async("submit", session_id=f"{case.scenario}-{session}", client_msg_id=f"{session}-1",
+                              text=f"chaos {case.id} {script_tag(scenario.script_id(session))}")
+        if case.point in RECOVERY_POINTS:  # the first crash, so that there is something to recover
+            env.provider.wait_for_held(timeout_s)
+            restarts.tree_kill(env, "tree_kill")
+            env.release_holds(cut_provider=True)
+            env.start_runtime(failpoints=f"{case.point}=1*pause")
+        reached = _wait_reached(env, case, timeout_s)
+        timings["reached"] = time.monotonic() - t0
+        result["reached"] = reached
+        if reached is None:
+            result.update(status="not_reached", why=f"{case.point} hit {case.hit} was never reached")
+            env.auto_release()
+            return result
+        before = env.observe()
+        if scenario.during:
+            acked = [d.value["work_id"] for i, d in env.recorder.history.completions()
+                     if i.f == "submit" and d is not None and d.type == "ok"]
+            _during(env, scenario.during, acked, case.scenario)
+        outcome = restarts.perform(env, case)
+        result["second_reached"] = outcome.second_reached
+        result["killed"] = outcome.killed
+        env.auto_release()
+        timings["restarted"] = time.monotonic() - t0
+        quiescent = env.quiesce(QUIESCE_S)
+        env.wait_pending()
+        with_suppress_timeout(env)
+        env.observe(quiescent)
+        timings["recovered"] = time.monotonic() - t0
+        evidence = Evidence(history=env.recorder.history, ledger=env.provider.records(), witness=env.witness(),
+                            observes=frozenset(s.value for s in init_ok.observes))
+        clauses: list[ClauseResult] = check(evidence)
+        clauses += check_prediction(before, env.recorder.history, case, scenario.during)
+        verdict = combine([c.verdict for c in clauses])
+        result["clauses"] = [c.as_dict() for c in clauses]
+        result["violations"] = [c.text for c in clauses if c.verdict is Verdict.INVALID]
+        result["verdict"] = Verdict.INVALID.value if result["violations"] else Verdict.VALID.value
+        result["status"] = "failed" if verdict is Verdict.INVALID else "passed"
+        if not quiescent:
+            result["why"] = f"not quiescent within {QUIESCE_S:g} s after the restart"
+        timings["verified"] = time.monotonic() - t0
+    except (ProtocolError, OperationFailed, RecoveryKitError) as exc:
+        result.update(status="error", why=f"{type(exc).__name__}: {exc}"[:2000])
+    except Exception as exc:  # a defect in the kit: keep the case's evidence and say so, never crash the run
+        result.update(status="error", why=f"kit defect: {type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc()[-4000:])
+    finally:
+        env.close()
+        result["leftovers"] = env.left
+        result["reaped"] = env.reaped
+        timings["total"] = time.monotonic() - t0
+        result["timings"] = {k: round(v, 3) for k, v in timings.items()}
+        if env.left:
+            result["violations"].append(f"processes {env.left} outlived the case (run marker {env.marker})")
+            result["status"] = "error" if result["status"] != "failed" else "failed"
+        if result["status"] in ("failed", "error") and bundle_dir is not None:
+            result["bundle"] = str(bundles.write(Path(bundle_dir), case, result, env, adapter, seed))
+        if not keep:
+            env.remove()
+        else:
+            result["run_dir"] = str(env.run_dir)
+    return result
+
+
+def with_suppress_timeout(env: CaseEnv) -> None:
+    """Give the provider a moment to write the last response records (the ledger is the usage truth)."""
+    with contextlib.suppress(ProviderTimeout):
+        env.provider.wait_settled(timeout=5.0)

@@ -1,0 +1,134 @@
+"""Systematic mode: run the case list (or one shard of it) and build the results document.
+
+The pipeline reads top to bottom in ``run``: declare (one handshake: what does the adapter implement?),
+enumerate (``cases``), shard, run each case (``runner.run_case``) in a pool, classify coverage, decide
+the verdict. Cases are independent (each has its own run dir, provider, broker, adapter and run
+marker), so they run in parallel.
+
+Parallelism choice: a thread pool inside the chaos command, not pytest-xdist. The kit's side of a
+case only waits (on sockets, the broker, the adapter's replies); the work happens in the runtime's own
+processes, so threads give the same speed-up as xdist workers without a second layer of processes,
+and nothing the command starts can outlive it unmarked: if the command is SIGKILLed, every runtime
+process carries a run marker owned by this dead pid, and the next run reaps them (``reap_stale``).
+Across machines, ``--shard K/N`` splits the same list and ``recoverykit merge`` joins the results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from recoverykit import __version__ as KIT_VERSION
+from recoverykit.chaos import coverage
+from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
+from recoverykit.chaos.cases import Case, choose, enumerate_cases, parse_case_id
+from recoverykit.chaos.reaper import reap_stale
+from recoverykit.chaos.runner import run_case
+from recoverykit.chaos.shard import Shard, select
+from recoverykit.conformance.checker import ClauseResult, merge
+from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
+
+RESULTS_KIND = "recoverykit-chaos-results"
+RESULTS_VERSION = 1
+POINT_NAMES = [p.name for p in INTERRUPTION_POINTS]
+KIND_NAMES = [k.value for k in RestartKind]
+
+
+def declare(adapter: str | list[str] | None, base_dir: str | Path | None = None) -> dict[str, Any]:
+    """The adapter's init_ok (name, version, profiles, failpoints, restart kinds, observes)."""
+    env = CaseEnv(adapter, {"scripts": [{"id": "declare", "steps": [{"text": "ok"}]}]}, base_dir=base_dir)
+    try:
+        ok = env.start()
+        return {"command": adapter if adapter is not None else DEFAULT_ADAPTER, "name": ok.name,
+                "version": ok.version, "protocol_version": ok.protocol_version,
+                "profiles": [p.value for p in ok.profiles], "failpoints": list(ok.failpoints),
+                "restart_kinds": [k.value for k in ok.restart_kinds], "observes": [s.value for s in ok.observes]}
+    finally:
+        env.close()
+        env.remove()
+
+
+def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, workers: int = 1,
+             base_dir: str | Path | None = None, bundle_dir: str | Path | None = None, timeout_s: float = 20.0,
+             keep: bool = False, seed: int = 0,
+             progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run every case, ``workers`` at a time; results in case order."""
+    results: dict[str, dict[str, Any]] = {}
+
+    def one(case: Case) -> dict[str, Any]:
+        return run_case(case, adapter, base_dir=base_dir, bundle_dir=bundle_dir, timeout_s=timeout_s, keep=keep,
+                        seed=seed)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="chaos-case") as pool:
+        futures = {pool.submit(one, c): c for c in cases}
+        for future in as_completed(futures):
+            result = future.result()
+            results[result["id"]] = result
+            if progress is not None:
+                progress(result)
+    return [results[c.id] for c in cases]
+
+
+def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[Verdict, list[str]]:
+    """invalid if any case broke a clause; unknown if anything declared was left unjudged; else valid."""
+    reasons = []
+    if any(r["status"] == "failed" for r in results):
+        return Verdict.INVALID, [f"{r['id']}: {v}" for r in results if r["status"] == "failed"
+                                 for v in r["violations"][:1]]
+    errors = [r for r in results if r["status"] == "error"]
+    reasons += [f"{r['id']}: {r.get('why', 'error')}" for r in errors]
+    reasons += [f"declared point {p} never exercised" for p in cov.get("declared_never_hit", [])]
+    leftovers = [r for r in results if r.get("leftovers")]
+    reasons += [f"{r['id']}: leftover processes {r['leftovers']}" for r in leftovers]
+    if reasons or not any(r["status"] == "passed" for r in results):
+        return Verdict.UNKNOWN, reasons or ["no case was exercised"]
+    return Verdict.VALID, []
+
+
+def clause_summary(results: Sequence[dict[str, Any]]) -> dict[str, str]:
+    flat = [ClauseResult(c["clause"], Verdict(c["verdict"]), c["text"]) for r in results for c in r.get("clauses", [])]
+    return {k: v.value for k, v in sorted(merge(flat).items())}
+
+
+def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any], *, mode: str, shard: Shard,
+                     selection: dict[str, Any], seed: int, started: float, wall_s: float) -> dict[str, Any]:
+    cov = coverage.classify(results, declared["failpoints"], declared["restart_kinds"],
+                            selection.get("points"), selection.get("kinds"))
+    verdict, reasons = verdict_of(results, cov)
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    return {"kind": RESULTS_KIND, "version": RESULTS_VERSION, "kit_version": KIT_VERSION, "mode": mode,
+            "adapter": declared, "shard": str(shard), "seed": seed, "selection": selection, "started": started,
+            "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
+            "clauses": clause_summary(results), "coverage": cov, "cases": list(results)}
+
+
+def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points: Any = None, kinds: Any = None,
+        shard: Shard = Shard(1, 1), workers: int = 1, out_dir: str | Path | None = None, timeout_s: float = 20.0,
+        keep: bool = False, seed: int = 0, replay: str | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The whole systematic pipeline; returns the results document."""
+    reap_stale()  # an earlier chaos run that was killed leaves nothing running into this one
+    started, t0 = time.time(), time.monotonic()
+    out = Path(out_dir) if out_dir is not None else None
+    base = out / "runs" if out is not None else None
+    bundles = out / "bundles" if out is not None else None
+    declared = declare(adapter, base)
+    if replay is not None:
+        cases = [parse_case_id(replay)]
+        selection: dict[str, Any] = {"replay": replay, "points": [cases[0].point], "kinds": [cases[0].kind]}
+    else:
+        cases = select(enumerate_cases(scenarios, points, kinds), shard)
+        selection = {"scenarios": scenarios or "all",
+                     "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
+                     "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
+    results = run_list(cases, adapter, workers=workers, base_dir=base, bundle_dir=bundles, timeout_s=timeout_s,
+                       keep=keep, seed=seed, progress=progress)
+    if base is not None and base.exists() and not any(base.iterdir()):
+        base.rmdir()
+    return results_document(results, declared, mode="replay" if replay else "systematic", shard=shard,
+                            selection=selection, seed=seed, started=started, wall_s=time.monotonic() - t0)

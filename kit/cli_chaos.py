@@ -1,0 +1,148 @@
+"""``recoverykit chaos`` and ``recoverykit merge``: a thin skin over ``recoverykit.chaos.systematic``.
+
+``chaos`` runs the systematic case list (or ``--random N`` seeded waves, or ``--replay CASE_ID``)
+against an adapter (default: the bundled reference runtime), prints one line per case on stderr, and
+writes results.json plus the failure-acceptance report (JSON, Markdown, HTML) and a bundle per
+failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 invalid, 2 unknown,
+64 usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+from recoverykit.errors import UsageError
+from recoverykit.model.catalogue import Verdict
+from recoverykit.model.errors import InvalidArgument
+
+
+def _emit_json(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _progress(total: int, quiet: bool):
+    done = {"n": 0}
+    t0 = time.monotonic()
+
+    def show(result: dict) -> None:
+        done["n"] += 1
+        if quiet:
+            return
+        extra = result.get("why") or "; ".join(result.get("violations", [])[:1])
+        click.echo(f"[{done['n']}/{total} {time.monotonic() - t0:6.1f}s] {result['status']:<15} {result['id']}"
+                   + (f"  ({extra[:160]})" if extra and result["status"] != "passed" else ""), err=True)
+    return show
+
+
+def _summary(doc: dict, out: Path | None) -> None:
+    cov = doc.get("coverage", {})
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(doc.get("statuses", {}).items()))
+    click.echo(f"verdict: {doc['verdict']} ({statuses}); coverage {cov.get('exercised_cells')}/"
+               f"{cov.get('declared_cells')} declared cells ({cov.get('percent')} %) in {doc.get('wall_s')} s",
+               err=True)
+    for reason in doc.get("reasons", [])[:10]:
+        click.echo(f"  - {reason}", err=True)
+    if out is not None:
+        click.echo(f"results and report: {out}", err=True)
+
+
+@click.command()
+@click.option("--adapter", help="Adapter command (shlex-split, no shell). Default: the bundled reference runtime.")
+@click.option("--points", default="all", show_default=True, help="Interruption points: all or a comma list.")
+@click.option("--kinds", default="all", show_default=True, help="Restart kinds: all or a comma list.")
+@click.option("--scenarios", default="all", show_default=True, help="Scenarios: all or a comma list.")
+@click.option("--random", "random_waves", type=int, default=None, help="Run N seeded random waves instead.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random waves.")
+@click.option("--wave", type=int, default=None, help="With --random: start at this wave (replay of one wave).")
+@click.option("--replay", "replay", help="Rerun exactly one case by its id.")
+@click.option("--shard", default=None, help="K/N: run only the K-th of N disjoint parts of the case list.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Cases run in parallel on this machine.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write results, report and bundles here.")
+@click.option("--timeout", "timeout_s", type=float, default=20.0, show_default=True,
+              help="Seconds to wait for a point or a reply before the case is unknown.")
+@click.option("--keep", is_flag=True, help="Keep every case's run directory (failing ones are always bundled).")
+@click.option("--list", "list_only", is_flag=True, help="Print the case ids this selection would run, then exit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON on stdout.")
+@click.option("--quiet", is_flag=True, help="No per-case lines on stderr.")
+def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
+          keep, list_only, as_json, quiet) -> int:
+    """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
+    from recoverykit.chaos import random_waves as waves
+    from recoverykit.chaos import systematic
+    from recoverykit.chaos.cases import enumerate_cases, parse_case_id
+    from recoverykit.chaos.reaper import reap_stale
+    from recoverykit.chaos.shard import parse_shard, select
+    from recoverykit.reports.merge import write_all
+
+    try:
+        the_shard = parse_shard(shard)
+        if workers < 1:
+            raise InvalidArgument(f"--workers {workers}: run at least one case at a time")
+        if replay is not None:
+            cases = [parse_case_id(replay)]
+        elif random_waves is None:
+            cases = select(enumerate_cases(scenarios, points, kinds), the_shard)
+        if list_only:
+            for case in cases if random_waves is None else []:
+                click.echo(case.id)
+            return 0
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="recoverykit-chaos-"))
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o700)
+    if random_waves is not None:
+        reap_stale()
+        t0, started = time.monotonic(), time.time()
+        declared = systematic.declare(adapter, out / "runs")
+        results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
+                                  progress=_progress(random_waves, quiet))
+        doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
+                                          selection={"random": random_waves, "seed": seed}, seed=seed,
+                                          started=started, wall_s=time.monotonic() - t0)
+    else:
+        doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
+                             workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
+                             progress=_progress(len(cases), quiet))
+    write_all(doc, out)
+    if as_json:
+        _emit_json(doc)
+    _summary(doc, out)
+    return Verdict(doc["verdict"]).exit_code
+
+
+@click.command()
+@click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write the merged results and report here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the merged results document as JSON on stdout.")
+@click.option("--check-report", is_flag=True,
+              help="Instead: PARTS are REPORT.json RESULTS.json; re-validate the stored report against the results.")
+def merge(parts, out_dir, as_json, check_report) -> int:
+    """Merge the results of chaos shards (their --out directories or results.json files) into one."""
+    from recoverykit.reports import merge as merging
+
+    try:
+        if check_report:
+            if len(parts) != 2:
+                raise InvalidArgument("--check-report takes two paths: report.json results.json")
+            problems = merging.check_report(parts[0], parts[1])
+            for p in problems:
+                click.echo(f"report does not match: {p}", err=True)
+            if not problems:
+                click.echo("report matches its results", err=True)
+            return 1 if problems else 0
+        doc = merging.merge(merging.load_results(p) for p in parts)
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
+    if out_dir:
+        merging.write_all(doc, out_dir)
+    if as_json:
+        _emit_json(doc)
+    _summary(doc, Path(out_dir) if out_dir else None)
+    return Verdict(doc["verdict"]).exit_code

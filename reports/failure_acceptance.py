@@ -1,0 +1,124 @@
+"""The failure-acceptance report: contract clause x interruption point x restart kind, with evidence.
+
+Built from a chaos results document (``recoverykit chaos --out DIR`` writes ``results.json``). A cell
+is judged by the cases that stopped the runtime at that point and restarted it that way:
+
+- a clause the history checker or the model prediction judged in a case counts for that case's cell;
+- a failure-acceptance clause (FA-xx) covers the points and restart kinds it names in the contract
+  (model/contract.py); its cell is invalid when any case there broke any clause, valid when cases
+  passed, unknown otherwise (missing evidence is never a pass).
+
+Every invalid cell carries its evidence (the violation text) and the one command that reproduces it
+(``recoverykit chaos --replay <case id>``). The report stores the sha256 of the results it was built
+from, so a stored report is re-validated by rebuilding it (``validate``), as etcd re-checks stored
+robustness reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from typing import Any
+
+from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
+from recoverykit.model.contract import CLAUSES, clause
+from recoverykit.model.errors import InvalidArgument, MalformedRecord
+
+REPORT_KIND = "recoverykit-failure-acceptance-report"
+REPORT_VERSION = 1
+RESULTS_KIND = "recoverykit-chaos-results"
+_RANK = {Verdict.INVALID.value: 0, Verdict.VALID.value: 1, Verdict.UNKNOWN.value: 2}
+
+
+def digest(results: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(results, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _check_results(results: Any) -> dict[str, Any]:
+    if not isinstance(results, dict) or results.get("kind") != RESULTS_KIND:
+        raise InvalidArgument(f"expected a chaos results document (kind {RESULTS_KIND!r}, written by "
+                              f"`recoverykit chaos --out DIR` as results.json), got "
+                              f"{type(results).__name__} with kind {getattr(results, 'get', lambda _: None)('kind')!r}")
+    if not isinstance(results.get("cases"), list):
+        raise MalformedRecord("the results document has no list of cases")
+    return results
+
+
+def _cell(cells: dict, key: tuple[str, str, str]) -> dict[str, Any]:
+    if key not in cells:
+        cells[key] = {"clause": key[0], "point": key[1], "kind": key[2], "verdict": Verdict.UNKNOWN.value,
+                      "cases": 0, "evidence": [], "reproduce": None}
+    return cells[key]
+
+
+def _judge(cell: dict[str, Any], verdict: str, case: dict[str, Any], evidence: str | None) -> None:
+    cell["cases"] += 1
+    if _RANK.get(verdict, 2) < _RANK[cell["verdict"]]:
+        cell["verdict"] = verdict
+    if verdict == Verdict.INVALID.value:
+        if evidence and len(cell["evidence"]) < 3:
+            cell["evidence"].append(f"{case['id']}: {evidence}")
+        cell["reproduce"] = cell["reproduce"] or case.get("replay")
+
+
+def build(results: dict[str, Any]) -> dict[str, Any]:
+    """The report (JSON-ready) for one results document."""
+    results = _check_results(results)
+    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+    by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for case in results["cases"]:
+        if case.get("status") not in ("passed", "failed"):
+            continue
+        by_cell[(case["point"], case["kind"])].append(case)
+        for c in case.get("clauses", []):
+            _judge(_cell(cells, (c["clause"], case["point"], case["kind"])), c["verdict"], case, c.get("text"))
+    for fa in (c for c in CLAUSES if c.area == "FA"):
+        points = fa.points or tuple(p.name for p in INTERRUPTION_POINTS)
+        kinds = tuple(k.value for k in (fa.restarts or tuple(RestartKind)))
+        for point in points:
+            for kind in kinds:
+                for case in by_cell.get((point, kind), []):
+                    verdict = Verdict.INVALID.value if case["status"] == "failed" else Verdict.VALID.value
+                    first = (case.get("violations") or [None])[0]
+                    _judge(_cell(cells, (fa.id, point, kind)), verdict, case, first)
+    ordered = sorted(cells.values(), key=lambda c: (_clause_order(c["clause"]), c["point"], c["kind"]))
+    per_clause: dict[str, dict[str, int]] = defaultdict(lambda: {"valid": 0, "invalid": 0, "unknown": 0})
+    for cell in ordered:
+        per_clause[cell["clause"]][cell["verdict"]] += 1
+    clauses = [{"clause": cid, "statement": clause(cid).statement, **counts,
+                "verdict": "invalid" if counts["invalid"] else "valid" if counts["valid"] else "unknown"}
+               for cid, counts in sorted(per_clause.items(), key=lambda kv: _clause_order(kv[0]))]
+    failing = [c for c in ordered if c["verdict"] == Verdict.INVALID.value]
+    adapter = results.get("adapter") or {}
+    cov = results.get("coverage") or {}
+    return {"kind": REPORT_KIND, "version": REPORT_VERSION, "results_sha256": digest(results),
+            "adapter": {k: adapter.get(k) for k in ("name", "version", "command", "profiles")},
+            "verdict": results.get("verdict"), "reasons": results.get("reasons", [])[:20],
+            "mode": results.get("mode"), "shard": results.get("shard"), "statuses": results.get("statuses", {}),
+            "coverage": {k: cov.get(k) for k in ("percent", "declared_cells", "exercised_cells", "declared_points",
+                                                 "declared_kinds", "declared_never_hit", "counts")},
+            "coverage_cells": [{k: c[k] for k in ("point", "kind", "status", "why")} for c in cov.get("cells", [])],
+            "points": [p.name for p in INTERRUPTION_POINTS], "kinds": [k.value for k in RestartKind],
+            "clauses": clauses, "failing": failing, "cells": ordered}
+
+
+def _clause_order(clause_id: str) -> int:
+    for i, c in enumerate(CLAUSES):
+        if c.id == clause_id:
+            return i
+    return len(CLAUSES)
+
+
+def validate(report: dict[str, Any], results: dict[str, Any]) -> list[str]:
+    """Problems with a stored report (empty: it is exactly what these results give)."""
+    if not isinstance(report, dict) or report.get("kind") != REPORT_KIND:
+        return [f"not a failure-acceptance report (kind {REPORT_KIND!r})"]
+    problems = []
+    if report.get("results_sha256") != digest(results):
+        problems.append("the report was built from other results (sha256 differs)")
+    fresh = build(results)
+    for key in ("verdict", "clauses", "failing", "cells", "coverage_cells"):
+        if report.get(key) != fresh[key]:
+            problems.append(f"{key} differs from a rebuild of the results")
+    return problems

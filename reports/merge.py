@@ -1,0 +1,89 @@
+"""Merging shard results into one, and writing a run's files (results, report JSON/Markdown/HTML).
+
+``recoverykit chaos --shard K/N --out DIR`` on each CI machine, then ``recoverykit merge DIR...``
+gives one results document as if the run had been whole: the cases joined (a case id twice is a
+mistake in the sharding and is refused), coverage merged cell by cell, verdict and clause summary
+recomputed from the joined cases rather than trusted from the parts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from recoverykit.chaos import coverage
+from recoverykit.chaos.systematic import RESULTS_KIND, clause_summary, verdict_of
+from recoverykit.model.errors import InvalidArgument
+from recoverykit.reports import failure_acceptance, render
+
+RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json", "report.md", "report.html"
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """A results document from a file or a directory holding results.json."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS_FILE
+    if not p.exists():
+        raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a chaos run or its "
+                              f"{RESULTS_FILE}")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InvalidArgument(f"{p} is not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != RESULTS_KIND:
+        raise InvalidArgument(f"{p} is not a chaos results document (kind {RESULTS_KIND!r})")
+    return doc
+
+
+def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    parts = list(parts)
+    if not parts:
+        raise InvalidArgument("merge needs at least one results document")
+    names = {(p.get("adapter") or {}).get("name") for p in parts}
+    if len(names) > 1:
+        raise InvalidArgument(f"these results come from different adapters {sorted(map(str, names))}; merge the "
+                              "shards of one run")
+    seen: dict[str, str] = {}
+    cases = []
+    for part in parts:
+        for case in part["cases"]:
+            if case["id"] in seen:
+                raise InvalidArgument(f"case {case['id']} appears in shard {seen[case['id']]} and shard "
+                                      f"{part.get('shard')}: the shards overlap")
+            seen[case["id"]] = str(part.get("shard"))
+            cases.append(case)
+    cov = coverage.merge_cells(p["coverage"] for p in parts)
+    verdict, reasons = verdict_of(cases, cov)
+    statuses: dict[str, int] = {}
+    for c in cases:
+        statuses[c["status"]] = statuses.get(c["status"], 0) + 1
+    first = parts[0]
+    return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection")},
+            "shard": "+".join(sorted(str(p.get("shard")) for p in parts)), "merged_from": len(parts),
+            "started": min(p.get("started", 0) for p in parts), "wall_s": max(p.get("wall_s", 0) for p in parts),
+            "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses, "clauses": clause_summary(cases),
+            "coverage": cov, "cases": cases}
+
+
+def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
+    """results.json, report.json, report.md and report.html in ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report = failure_acceptance.build(results)
+    files = {RESULTS_FILE: json.dumps(results, indent=1, sort_keys=True, default=str) + "\n",
+             REPORT_JSON: json.dumps(report, indent=1, sort_keys=True) + "\n",
+             REPORT_MD: render.markdown(report), REPORT_HTML: render.html(report)}
+    paths = {}
+    for name, text in files.items():
+        (out / name).write_text(text, encoding="utf-8")
+        paths[name] = out / name
+    return paths
+
+
+def check_report(report_path: str | Path, results_path: str | Path) -> list[str]:
+    """Re-validate a stored report against the results it claims to come from."""
+    report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    return failure_acceptance.validate(report, load_results(results_path))
