@@ -7,8 +7,10 @@ tool's name or from what the model says about it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -54,7 +56,12 @@ class Config:
 
     @property
     def run_dir(self) -> Path:
-        return self.path / "run"
+        """Where the sockets live; a short path under /tmp when the data dir is too deep for AF_UNIX."""
+        run = self.path / "run"
+        if len(str(run / "wake-4194304.sock")) <= 100:  # sun_path holds 108 bytes
+            return run
+        digest = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"rk-impl-{digest}"
 
     def save(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)

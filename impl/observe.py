@@ -13,6 +13,8 @@ from pathlib import Path
 
 from .store import now
 
+# runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
+# as no write does, so a receipt can be a moment newer than the turns shown beside it.
 OBSERVES = ["work_items", "turns", "tool_calls", "usage_receipts", "leases", "waits", "fenced_writes"]
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
 
@@ -22,10 +24,18 @@ class Unreadable(Exception):
 
 
 def _read(path: Path, sql: str, params: tuple = ()) -> list[dict]:
-    conn = sqlite3.connect(str(path), timeout=30)
+    return _read_many(path, [(sql, params)])[0]
+
+
+def _read_many(path: Path, queries: list[tuple[str, tuple]]) -> list[list[dict]]:
+    """All queries in one read transaction: in WAL mode that is one consistent snapshot."""
+    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
     try:
         conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute(sql, params)]
+        conn.execute("BEGIN")
+        out = [[dict(r) for r in conn.execute(sql, params)] for sql, params in queries]
+        conn.execute("COMMIT")
+        return out
     finally:
         conn.close()
 
@@ -45,13 +55,14 @@ def snapshot(data_dir: Path) -> dict:
             raise Unreadable(f"{failed['reason_code']}: {failed['text']} (actions: {', '.join(failed['actions'])})")
         return {s: [] for s in OBSERVES} | {"goals": None, "approvals": None, "runs": None}
     try:
-        items = _read(db, "SELECT * FROM work_items ORDER BY created_at")
-        inputs = _read(db, "SELECT * FROM inputs ORDER BY accepted_at")
-        turns = _read(db, "SELECT * FROM turns ORDER BY work_id, seq_no")
-        calls = _read(db, "SELECT * FROM tool_calls ORDER BY created_at")
-        leases = _read(db, "SELECT * FROM leases WHERE released=0")
-        fenced = _read(db, "SELECT * FROM fenced_writes ORDER BY id")
-        waits = _read(db, "SELECT * FROM waits")
+        items, inputs, turns, calls, leases, fenced, waits = _read_many(db, [
+            ("SELECT * FROM work_items ORDER BY created_at", ()),
+            ("SELECT * FROM inputs ORDER BY accepted_at", ()),
+            ("SELECT * FROM turns ORDER BY work_id, seq_no", ()),
+            ("SELECT * FROM tool_calls ORDER BY created_at", ()),
+            ("SELECT * FROM leases WHERE released=0", ()),
+            ("SELECT * FROM fenced_writes ORDER BY id", ()),
+            ("SELECT * FROM waits", ())])
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
         text = f"{failed['reason_code']}: {failed['text']}" if failed else f"recovery_failed_storage_unavailable: {exc}"

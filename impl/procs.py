@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,8 @@ class Runtime:
 
     def shutdown(self) -> None:
         self.stop()
+        if self.cfg.path not in self.cfg.run_dir.parents:  # the short socket dir under /tmp is ours to remove
+            shutil.rmtree(self.cfg.run_dir, ignore_errors=True)
         for proc in tools.tool_pids(self.cfg.path):
             with contextlib.suppress(psutil.Error):
                 proc.kill()

@@ -32,8 +32,9 @@ def tool_then_text(script_id: str = "t1", tool: str = "probe_unknown", sleep_s: 
 
 
 class Harness:
-    def __init__(self, tmp: Path, script: dict, workers: int = 1):
+    def __init__(self, tmp: Path, script: dict, workers: int = 1, data_dir: Path | None = None):
         self.tmp = tmp
+        self.data_dir = data_dir or tmp / "data"
         self.provider = ScriptedProvider(script, tmp / "ledger.jsonl")
         self.broker = FailpointBroker(tmp)
         self.witness = tmp / "witness.jsonl"
@@ -41,7 +42,7 @@ class Harness:
         self.client = AdapterClient(ADAPTER, tmp / "run", timeout_s=20, slow_timeout_s=60, env=env)
         self.client.start()
         self.init_ok = self.client.handshake(
-            data_dir=tmp / "data", provider_base_url=self.provider.base_url, failpoint_socket=self.broker.address,
+            data_dir=self.data_dir, provider_base_url=self.provider.base_url, failpoint_socket=self.broker.address,
             probe_tools=standard_probe_tools(self.witness, self.broker.address))
 
     def call(self, name: str, **fields):
@@ -96,8 +97,8 @@ class Harness:
 def harness_factory(tmp_path):
     made: list[Harness] = []
 
-    def make(script: dict, workers: int = 1) -> Harness:
-        h = Harness(tmp_path / f"h{len(made)}", script, workers)
+    def make(script: dict, workers: int = 1, data_dir: Path | None = None) -> Harness:
+        h = Harness(tmp_path / f"h{len(made)}", script, workers, data_dir)
         made.append(h)
         return h
 
@@ -155,6 +156,15 @@ def test_processes_lists_control_and_workers_with_identity(harness_factory):
         assert psutil.Process(p.pid).environ().get("RECOVERYKIT_RUN_MARKER") == h.client.run_marker
     h.call("stop", graceful=True)
     assert h.call("processes").processes == []
+
+
+def test_a_data_dir_too_deep_for_unix_sockets_still_works(harness_factory, tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "data"
+    h = harness_factory(tool_then_text(tool="probe_read", sleep_s=0), data_dir=deep)
+    h.start()
+    h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
 
 
 def dump(snap) -> str:

@@ -15,7 +15,7 @@ harness_factory = test_impl_harness.harness_factory
 
 
 def _attempts(h) -> list[tuple[int, str | None]]:
-    conn = sqlite3.connect(h.tmp / "data" / "runtime.db")
+    conn = sqlite3.connect(h.data_dir / "runtime.db")
     try:
         return conn.execute("SELECT generation, outcome FROM owner_attempts ORDER BY generation").fetchall()
     finally:
