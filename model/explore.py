@@ -15,6 +15,7 @@ this way and expect the explorer to find it.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -183,65 +184,74 @@ def explore(depth: int = 6, *, configurations: Mapping[str, tuple] | None = None
                 report("state", (initial, w), sid, initial)
 
     level_reached = 0
-    for level in range(depth):
-        next_frontier: list[int] = []
-        for sid in frontier:
-            s = states[sid]
-            items = s[a.ITEMS]
-            n = len(items)
-            produced: list[tuple[str, int, tuple]] = []
-            if s[a.RT] == a.UP:  # every item event needs a running runtime
-                head = s[:a.ITEMS]
-                for t in range(n):
-                    # Item events see only the runtime, the host and their own item, so their outcomes
-                    # are computed once per (runtime, host, index, item) and reused in every state
-                    # that differs only in the other items.
-                    key = (s[a.RT], s[a.HOSTF], t, items[t])
-                    moves = item_moves.get(key)
-                    if moves is None:
-                        moves = [(label, ns[a.ITEMS][t]) for handler in item_handlers for label, ns in handler(s, t)]
-                        item_moves[key] = moves
-                    for label, nw in moves:
-                        produced.append((label, t, (*head, (*items[:t], nw, *items[t + 1:]))))
-            for handler in global_handlers:
-                for label, ns in handler(s, -1):
-                    produced.append((label, -1, ns))
-            for label, target, ns in produced:
-                nid = ids.get(ns)
-                new = nid is None
-                if new:
-                    nid = len(states)
-                    ids[ns] = nid
-                    states.append(ns)
-                    parent.append(sid)
-                    via.append(label)
-                    origin.append(origin[sid])
-                    next_frontier.append(nid)
-                edges.append((sid, nid, label))
-                if ns is s:
-                    continue  # a self-loop (a reload) changes nothing, so no invariant can break on it
-                name = label.partition("(")[0]
-                nitems = ns[a.ITEMS]
-                global_change = ns[a.RT] != s[a.RT] or ns[a.HOSTF] != s[a.HOSTF]
-                for i in range(n):
-                    pw, nw = items[i], nitems[i]
-                    if pw is nw and not global_change:
-                        continue  # an untouched item was checked in the state it came from
-                    own = target == i
-                    if not edge_ok(name, own, pw, nw):
-                        report("transition", (name, own, pw, nw), sid, ns, label)
-                    if new and not state_ok(ns, nw):
-                        report("state", (ns, nw), nid, ns)
-                    if pw[a.GSTATE] != nw[a.GSTATE]:
-                        gfrom, gto = a.GOAL_STATES[pw[a.GSTATE]].value, a.GOAL_STATES[nw[a.GSTATE]].value
-                        goal_seen.add(gto)
-                        goal_edges.setdefault((gfrom, gto), set()).add(name)
-                pr, nr = s[a.RETRY], ns[a.RETRY]
-                if pr is not None and nr is not pr and not retry_ok(label, pr, nr):
-                    report("retry", (label, pr, nr), sid, ns, label)
-        if next_frontier:
-            level_reached = level + 1
-        frontier = next_frontier
+    # The cyclic garbage collector would rescan the ever-growing state table every few thousand
+    # allocations; the walk creates no reference cycles, so the collector is paused while it runs.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for level in range(depth):
+            next_frontier: list[int] = []
+            for sid in frontier:
+                s = states[sid]
+                items = s[a.ITEMS]
+                n = len(items)
+                produced: list[tuple[str, int, tuple]] = []
+                if s[a.RT] == a.UP:  # every item event needs a running runtime
+                    head = s[:a.ITEMS]
+                    for t in range(n):
+                        # Item events see only the runtime, the host and their own item, so their outcomes
+                        # are computed once per (runtime, host, index, item) and reused in every state
+                        # that differs only in the other items.
+                        key = (s[a.RT], s[a.HOSTF], t, items[t])
+                        moves = item_moves.get(key)
+                        if moves is None:
+                            moves = [(label, ns[a.ITEMS][t])
+                                     for handler in item_handlers for label, ns in handler(s, t)]
+                            item_moves[key] = moves
+                        for label, nw in moves:
+                            produced.append((label, t, (*head, (*items[:t], nw, *items[t + 1:]))))
+                for handler in global_handlers:
+                    for label, ns in handler(s, -1):
+                        produced.append((label, -1, ns))
+                for label, target, ns in produced:
+                    nid = ids.get(ns)
+                    new = nid is None
+                    if new:
+                        nid = len(states)
+                        ids[ns] = nid
+                        states.append(ns)
+                        parent.append(sid)
+                        via.append(label)
+                        origin.append(origin[sid])
+                        next_frontier.append(nid)
+                    edges.append((sid, nid, label))
+                    if ns is s:
+                        continue  # a self-loop (a reload) changes nothing, so no invariant can break on it
+                    name = label.partition("(")[0]
+                    nitems = ns[a.ITEMS]
+                    global_change = ns[a.RT] != s[a.RT] or ns[a.HOSTF] != s[a.HOSTF]
+                    for i in range(n):
+                        pw, nw = items[i], nitems[i]
+                        if pw is nw and not global_change:
+                            continue  # an untouched item was checked in the state it came from
+                        own = target == i
+                        if not edge_ok(name, own, pw, nw):
+                            report("transition", (name, own, pw, nw), sid, ns, label)
+                        if new and not state_ok(ns, nw):
+                            report("state", (ns, nw), nid, ns)
+                        if pw[a.GSTATE] != nw[a.GSTATE]:
+                            gfrom, gto = a.GOAL_STATES[pw[a.GSTATE]].value, a.GOAL_STATES[nw[a.GSTATE]].value
+                            goal_seen.add(gto)
+                            goal_edges.setdefault((gfrom, gto), set()).add(name)
+                    pr, nr = s[a.RETRY], ns[a.RETRY]
+                    if pr is not None and nr is not pr and not retry_ok(label, pr, nr):
+                        report("retry", (label, pr, nr), sid, ns, label)
+            if next_frontier:
+                level_reached = level + 1
+            frontier = next_frontier
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
     goal_graph = _check_goal_graph(goal_seen, goal_edges, violations)
     elapsed = time.perf_counter() - started
