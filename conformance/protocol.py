@@ -28,7 +28,7 @@ from recoverykit.conformance.protocol_snapshot import Section, Snapshot
 
 Direction = Literal["from_adapter", "from_kit"]
 DOC = "docs/protocol.md"
-_FROM_ADAPTER: dict[str, type[Reply]] = {**REPLY_TYPES, "error": ErrorReply}
+ADAPTER_MESSAGE_TYPES: dict[str, type[Reply]] = {**REPLY_TYPES, "error": ErrorReply}
 
 
 def encode(message: Message) -> bytes:
@@ -76,7 +76,7 @@ def decode(line: bytes | str, *, direction: Direction = "from_adapter", max_line
     if not isinstance(obj, dict):
         raise MalformedMessage(f"a JSON {type(obj).__name__}, not an object", doc=f"{DOC}#envelope", **ctx)
     kind = obj.get("type")
-    known = _FROM_ADAPTER if direction == "from_adapter" else REQUEST_TYPES
+    known = ADAPTER_MESSAGE_TYPES if direction == "from_adapter" else REQUEST_TYPES
     if not isinstance(kind, str) or kind not in known:
         hint = ""
         if direction == "from_adapter" and isinstance(kind, str) and kind in REQUEST_TYPES:
@@ -171,7 +171,7 @@ def json_schema() -> dict[str, Any]:
 
 
 def message_schema(type_name: str) -> dict[str, Any]:
-    """The JSON Schema of one message type (e.g. ``observe_ok``), self-contained."""
-    model = {**REQUEST_TYPES, **_FROM_ADAPTER}[type_name]
-    full = json_schema()
-    return {"$schema": full["$schema"], "$ref": f"#/$defs/{model.__name__}", "$defs": full["$defs"]}
+    """The JSON Schema of one message type (e.g. ``observe_ok``), self-contained, with only the defs it uses."""
+    model = {**REQUEST_TYPES, **ADAPTER_MESSAGE_TYPES}[type_name]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            **model.model_json_schema(ref_template="#/$defs/{model}")}
