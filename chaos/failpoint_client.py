@@ -85,6 +85,15 @@ _ARMED: dict[str, _Point] = _load()
 _LOCK = threading.Lock()
 
 
+def _after_fork() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()  # another thread may have held it at fork time; the child has no such thread
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def reload(environ=os.environ) -> None:
     """Re-read the environment (for tests and for runtimes that set it after import)."""
     global _ARMED

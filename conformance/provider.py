@@ -16,6 +16,7 @@ then kills the runtime, or ``release``s the request. Kit endpoints for an out-of
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -103,7 +104,8 @@ class ScriptedProvider:
 
     # -- decisions, called by the handler ------------------------------------------------------
 
-    def admit(self, body: dict[str, Any], header_request_id: str | None) -> tuple[Planned | None, str, int, str]:
+    def admit(self, body: dict[str, Any], header_request_id: str | None,
+              idempotency_key: str | None = None) -> tuple[Planned | None, str, int, str]:
         """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits."""
         script, step_index, why = self.script.select(body.get("messages", []))
         with self._lock:
@@ -121,7 +123,7 @@ class ScriptedProvider:
                            request_id_source="header" if header_request_id else "generated", attempt=attempt,
                            script_id=script.id if script else None, step=step_index, stream=bool(body.get("stream")),
                            include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
-                           model=body.get("model"))
+                           model=body.get("model"), idempotency_key=idempotency_key, **_conversation(body))
         if step is None:
             return None, why, seq, request_id
         return Planned(seq, request_id, attempt, script, step_index, step), "", seq, request_id
@@ -210,6 +212,17 @@ class ScriptedProvider:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _conversation(body: dict[str, Any]) -> dict[str, Any]:
+    """What the request carried, compactly: role counts, answered tool calls, a digest of the messages."""
+    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+    roles: dict[str, int] = {}
+    for m in messages:
+        roles[str(m.get("role"))] = roles.get(str(m.get("role")), 0) + 1
+    answered = [m.get("tool_call_id") for m in messages if m.get("role") == "tool"]
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+    return {"roles": roles, "tool_results_for": answered, "messages_sha256": digest}
 
 
 def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:

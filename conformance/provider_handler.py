@@ -118,7 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._reject(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
             return
-        plan, why, seq, request_id = self.provider.admit(body, self.headers.get("X-Request-Id"))
+        plan, why, seq, request_id = self.provider.admit(
+            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"))
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,

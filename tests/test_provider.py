@@ -64,7 +64,7 @@ def test_a_streamed_tool_round_trip_matches_the_ledger(provider, tmp_path):
                                "tool_calls": [calls_seen[0].model_dump(exclude={"index"})]},
                 {"role": "tool", "tool_call_id": calls_seen[0].id, "content": "ok"}]
     reply = client.chat.completions.create(model="m", messages=messages,
-                                           extra_headers={"X-Request-Id": "my-req-1"})
+                                           extra_headers={"X-Request-Id": "my-req-1", "Idempotency-Key": "k-1"})
     assert reply.choices[0].message.content == "all done now" and reply.usage.completion_tokens == 3
 
     provider.wait_settled()
@@ -78,6 +78,10 @@ def test_a_streamed_tool_round_trip_matches_the_ledger(provider, tmp_path):
     assert first.response["probe_tokens"] == ["t1.0.1.0"]
     assert second.request["request_id"] == "my-req-1" and second.request["request_id_source"] == "header"
     assert second.request["step"] == 1 and second.delivered and second.usage_billed["total_tokens"] == 43
+    assert second.request["idempotency_key"] == "k-1" and first.request["idempotency_key"] is None
+    assert second.request["roles"] == {"user": 1, "assistant": 1, "tool": 1}
+    assert second.request["tool_results_for"] == [calls_seen[0].id]
+    assert first.request["messages_sha256"] != second.request["messages_sha256"]
 
 
 def test_cumulative_usage_rises_in_every_chunk(provider):
