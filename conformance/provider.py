@@ -128,8 +128,12 @@ class ScriptedProvider:
             return None, why, seq, request_id
         return Planned(seq, request_id, attempt, script, step_index, step), "", seq, request_id
 
-    def hold(self, plan: Planned, at_chunk: int) -> bool:
-        """Park the calling handler until released; True to continue, False to cut."""
+    def hold(self, plan: Planned, at_chunk: int, client_gone: Callable[[], bool] = lambda: False) -> bool:
+        """Park the calling handler until released; True to continue, False to cut.
+
+        ``client_gone`` is polled meanwhile: when the runtime was killed during the hold, the request
+        ends at once (recorded as released with ``client_gone``) instead of waiting for the kit.
+        """
         held = Held(plan.seq, plan.request_id, plan.script.id, plan.step_index, plan.attempt, at_chunk, time.time())
         self.ledger.append("held", seq=plan.seq, request_id=plan.request_id, at_chunk=at_chunk)
         with self._lock:
@@ -139,11 +143,15 @@ class ScriptedProvider:
             self._lock.notify_all()
         if self._on_held is not None:
             self._on_held(held)
-        released = held._event.wait(self.script.hold_timeout_s)
+        deadline = time.monotonic() + self.script.hold_timeout_s
+        released = gone = False
+        while not released and not gone and time.monotonic() < deadline:
+            released = held._event.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            gone = not released and client_gone()
         with self._lock:
             self._held.pop(plan.seq, None)
-        self.ledger.append("released", seq=plan.seq, request_id=plan.request_id, timed_out=not released,
-                           cut=held.cut)
+        self.ledger.append("released", seq=plan.seq, request_id=plan.request_id,
+                           timed_out=not released and not gone, client_gone=gone, cut=held.cut)
         return released and not held.cut
 
     def respond(self, **outcome: Any) -> None:

@@ -7,6 +7,7 @@ module only turns a planned reply into bytes on the wire and records what actual
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 from http.server import BaseHTTPRequestHandler
@@ -81,6 +82,14 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def _client_gone(self) -> bool:
+        """Has the client closed its end? (The body was read in full, so readable means EOF.)"""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     # -- routes ------------------------------------------------------------------------------
 
@@ -162,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if fault.kind == "cut":
             raise _Cut(f"scripted cut at chunk {at}")
-        if not self.provider.hold(plan, at) or fault.then == "cut":
+        if not self.provider.hold(plan, at, self._client_gone) or fault.then == "cut":
             raise _Cut(f"cut after hold at chunk {at}")
 
     def _whole(self, plan: Planned, calls: list, fault: Any, outcome: dict) -> None:

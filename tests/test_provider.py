@@ -232,3 +232,30 @@ def test_attempts_count_per_script_step(provider):
     assert [c.request["attempt"] for c in calls(provider.records())] == [1, 2, 3]
     tokens = [c.response["probe_tokens"][0] for c in calls(provider.records())]
     assert tokens == ["t1.0.1.0", "t1.0.2.0", "t1.0.3.0"]  # unique per delivered tool call
+
+
+def test_a_held_request_ends_when_its_client_is_killed(tmp_path):
+    import subprocess
+    import sys
+
+    from recoverykit.chaos.killer import kill
+
+    script = {"scripts": [{"id": "k", "steps": [{"text": "never seen", "faults": [{"kind": "hold"}]}]}]}
+    with ScriptedProvider(script, tmp_path / "l.jsonl") as provider:
+        code = ("import openai\n"
+                f"openai.OpenAI(base_url={provider.base_url!r}, api_key='x', max_retries=0).chat.completions.create("
+                "model='m', messages=[{'role': 'user', 'content': 'hi'}], stream=True)\n")
+        runtime = subprocess.Popen([sys.executable, "-c", code])
+        try:
+            held = provider.wait_for_held(timeout=60)  # provider.request.inflight, reached from outside
+            assert kill(runtime.pid).ok
+        finally:
+            kill(runtime.pid)
+            runtime.wait()
+        provider.wait_settled(timeout=30)  # no release needed: the provider notices the client is gone
+        records = provider.records()
+        released = next(r for r in records if r["event"] == "released")
+        assert released["client_gone"] and released["seq"] == held.seq
+        response = records[-1]
+        assert response["event"] == "response" and not response["delivered"] and response["chunks_sent"] == 0
+        assert provider.held() == []
