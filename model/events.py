@@ -183,6 +183,14 @@ class Verification(Record):
     verdicts: dict[str, str] = {}  # req_id -> met / unmet / unknown
 
 
+class Blocker(Record):
+    """A Goal's real blocker recurs with no independent work left (``present``), or it clears."""
+
+    type: Literal["blocker"] = "blocker"
+    goal_id: str
+    present: bool = True
+
+
 class WaitCreate(Record):
     type: Literal["wait_create"] = "wait_create"
     work_id: str
@@ -271,7 +279,7 @@ Event = Annotated[
     Submit | CreateGoal | UpdateGoal | Pause | Resume | End | StopAll | Approve | Deny | BudgetChange
     | PermissionChange | ResourceChange | RetryRequest | FrontendReload | Admit | ProviderRequest
     | ProviderUsage | ProviderResponse | ToolDispatch | ToolCommit | TurnComplete | TodoComplete
-    | Verification | WaitCreate | Notification | StaleWrite | TaskFailure | ClockAdvance | Crash
+    | Verification | Blocker | WaitCreate | Notification | StaleWrite | TaskFailure | ClockAdvance | Crash
     | GracefulExit | Start | Restart | ClockJump | HostChange,
     Field(discriminator="type"),
 ]

@@ -19,6 +19,7 @@ import gc
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import networkx as nx
 from recoverykit.model import abstract as a
@@ -27,6 +28,9 @@ from recoverykit.model.catalogue import GoalState
 from recoverykit.model.contract import clause
 from recoverykit.model.errors import InvalidArgument
 from recoverykit.model.invariants import ALL_INVARIANTS, fused
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _CHAT_Q = a.item(a.CHAT)
 _RUNNING_TOOL = a.item(a.CHAT, turn=a.T_ACTIVE, tool=a.TOOL_DISPATCHED, child=1, exec=1, gen=1, owner=1, ckpt=0,
@@ -88,7 +92,9 @@ class ExploreResult:
     def graph(self) -> nx.DiGraph:
         """The explored state graph (nodes are state ids, edges carry their ``event``), built on first use."""
         if self._graph is None:
-            graph = nx.DiGraph()
+            import networkx  # imported on first use: importing the model stays cheap
+
+            graph = networkx.DiGraph()
             graph.add_nodes_from(range(self.states))
             graph.add_edges_from((u, v, {"event": label}) for u, v, label in self.edges)
             self._graph = graph

@@ -14,6 +14,7 @@ from recoverykit.model.catalogue import (
     OLD_HIDDEN_EXPIRY_S,
     DesiredState,
     EffectClass,
+    GoalPhase,
     GoalState,
     ReasonCode,
     RecoveryMode,
@@ -23,7 +24,6 @@ from recoverykit.model.catalogue import (
     TurnStatus,
 )
 from recoverykit.model.decisions import (
-    GATE_APPROVAL,
     GATE_NONE,
     GATE_REASON,
     GATE_UNKNOWN_EFFECT,
@@ -85,12 +85,34 @@ def gate_for(state: ModelState, intent: RunIntent) -> int:
                       status, intent.resources_ok, bool(_unknown_effects(state, intent.work_id)))
 
 
+def reason_for(state: ModelState, intent: RunIntent) -> ReasonCode:
+    """The reason code of a work item that wants to run, from the decision order and its facts."""
+    if intent.desired_state is not DesiredState.RUN:
+        return intent.reason_code
+    lease = state.leases.get(intent.work_id)
+    if lease is not None and lease.owner.host != state.host:
+        return ReasonCode.OWNER_ON_OTHER_HOST
+    gate = gate_for(state, intent)
+    if gate not in (GATE_NONE, GATE_UNKNOWN_EFFECT):
+        return GATE_REASON[gate]
+    if state.open_turn(intent.work_id) is not None:
+        return ReasonCode.RUNNING
+    goal = state.goals.get(intent.goal_id) if intent.goal_id else None
+    if goal is not None and (goal.state is GoalState.BLOCKED or goal.phase is GoalPhase.WAITING):
+        return ReasonCode.WAITING_DEPENDENCY
+    return ReasonCode.QUEUED
+
+
 def _claim(state: ModelState) -> tuple[ModelState, dict[str, RecoveryMode]]:
     leases, modes = dict(state.leases), {}
     work = dict(state.work)
     for work_id, lease in state.leases.items():
         intent = state.work[work_id]
         turn = state.open_turn(work_id)
+        if lease.owner.host != state.host and intent.desired_state is DesiredState.RUN:
+            modes[work_id] = RecoveryMode.HOLD  # another host's lease is never taken over silently
+            work[work_id] = intent.model_copy(update={"reason_code": ReasonCode.OWNER_ON_OTHER_HOST})
+            continue
         if turn is None:
             continue
         live_child = any(c.turn_id == turn.turn_id and c.child_alive for c in state.tool_calls.values())
@@ -135,16 +157,20 @@ def _decide(state: ModelState, modes: dict[str, RecoveryMode]) -> ModelState:
             continue  # stops, pauses and finished work keep their reason; a held owner keeps its own
         gate = gate_for(state, intent)
         turn = state.open_turn(work_id)
-        if gate in (GATE_NONE, GATE_UNKNOWN_EFFECT):
-            reason = ReasonCode.RUNNING if turn is not None else ReasonCode.QUEUED
-            if turn is not None and modes.get(work_id) is RecoveryMode.NEW_ATTEMPT:
+        if turn is not None and gate in (GATE_NONE, GATE_UNKNOWN_EFFECT):
+            if modes.get(work_id) is RecoveryMode.NEW_ATTEMPT:
                 turns[turn.turn_id] = turn.model_copy(update={"attempt": turn.attempt + 1})
-        else:
-            reason = GATE_REASON[gate]
-            if gate == GATE_APPROVAL:
-                reason = ReasonCode.AWAITING_APPROVAL
-        work[work_id] = intent.model_copy(update={"reason_code": reason})
-    return state.with_(work=work, turns=turns)
+        elif turn is not None:
+            # held by a gate: the attempt does not go on; the interruption is a commit point of its
+            # own, so a later admission gets a fresh continuation key
+            turns[turn.turn_id] = turn.model_copy(update={"status": TurnStatus.INTERRUPTED})
+            intent = intent.model_copy(update={"last_committed_progress": intent.last_committed_progress + 1})
+        work[work_id] = intent
+    state = state.with_(work=work, turns=turns)
+    work = {k: (v.model_copy(update={"reason_code": reason_for(state, v)})
+                if v.desired_state is DesiredState.RUN and modes.get(k) is not RecoveryMode.HOLD else v)
+            for k, v in state.work.items()}
+    return state.with_(work=work)
 
 
 def start(state: ModelState, crash_at: str | None = None) -> ModelState:

@@ -36,6 +36,7 @@ from recoverykit.model.decisions import (
     fencing_accepts,
     goal_transition,
     known_cost,
+    next_generation,
     next_retry_at_ms,
     retry_admission,
     usage_watermark,
@@ -190,6 +191,8 @@ def _budget_change(state: S, ev) -> S:
     new_state = goal.state
     if status in (0, 1):
         new_state = goal_transition(goal.state, GoalEvent.BUDGET_CHANGE, False)
+        if state.work[goal.work_id].desired_state is DesiredState.PAUSED:
+            new_state = goal_transition(new_state, GoalEvent.PAUSE, False)  # the user's pause still stands
     goal = goal.model_copy(update={"budget": budget, "state": new_state})
     state = state.with_(goals=put(state.goals, goal.goal_id, goal))
     intent = state.work[goal.work_id]
@@ -197,10 +200,20 @@ def _budget_change(state: S, ev) -> S:
 
 
 def _permission_change(state: S, ev) -> S:
+    """A permission change takes priority: the old version's turn stops and old acceptance is void."""
     intent = state.intent(ev.work_id)
     intent = intent.model_copy(update={"permission_ok": ev.permission_ok,
                                        "control_version": intent.control_version + 1})
     state = _set_intent(state, intent)
+    turn = state.open_turn(ev.work_id)
+    if turn is not None:
+        state = state.with_(turns=put(state.turns, turn.turn_id, turn.model_copy(update={
+            "status": TurnStatus.INTERRUPTED})))
+    goal = state.goals.get(intent.goal_id) if intent.goal_id else None
+    if goal is not None:
+        goal = goal.model_copy(update={"requirements": tuple(r.model_copy(update={"acceptance": Acceptance.UNKNOWN})
+                                                             for r in goal.requirements)})
+        state = state.with_(goals=put(state.goals, goal.goal_id, goal))
     return _set_intent(state, intent.model_copy(update={"reason_code": _reason(state, intent)}))
 
 
@@ -240,10 +253,7 @@ def _reload(state: S, ev) -> S:
 def _reason(state: S, intent: RunIntent) -> ReasonCode:
     if intent.desired_state is not DesiredState.RUN:
         return intent.reason_code
-    gate = rec.gate_for(state, intent)
-    if gate in (GATE_NONE, GATE_UNKNOWN_EFFECT):
-        return ReasonCode.RUNNING if state.open_turn(intent.work_id) else ReasonCode.QUEUED
-    return GATE_REASON[gate]
+    return rec.reason_for(state, intent)
 
 
 def _admit(state: S, ev) -> S:
@@ -256,6 +266,9 @@ def _admit(state: S, ev) -> S:
     gate = rec.gate_for(state, intent)
     if gate not in (GATE_NONE, GATE_UNKNOWN_EFFECT):
         raise EventNotEnabled(f"{ev.work_id!r} is held: {GATE_REASON[gate].value}")
+    goal = state.goals.get(intent.goal_id) if intent.goal_id else None
+    if goal is not None and (goal.state is GoalState.BLOCKED or goal.phase is GoalPhase.WAITING):
+        raise EventNotEnabled(f"goal {goal.goal_id!r} is {goal.state.value}/{goal.phase.value}; nothing to admit")
     key = continuation_key(intent.work_id, intent.control_version, intent.last_committed_progress)
     if key in state.admitted_keys:
         raise EventNotEnabled(f"continuation key {key!r} already admitted a turn; no duplicate execution")
@@ -267,6 +280,10 @@ def _admit(state: S, ev) -> S:
         lease = Lease(work_id=ev.work_id, owner=owner, generation=1, expires_at_ms=state.clock_ms + 60_000)
     elif lease.owner.host != state.host:
         raise EventNotEnabled(f"{ev.work_id!r} is owned on host {lease.owner.host!r}; no silent cross-host takeover")
+    elif not lease.owner_alive:
+        # the previous owner is dead (confirmed by pid + start time): a new generation fences it out
+        lease = lease.model_copy(update={"owner": owner, "owner_alive": True,
+                                         "generation": next_generation(lease.generation)})
     state = state.with_(turns=put(state.turns, turn.turn_id, turn), admitted_keys=state.admitted_keys | {key},
                         leases=put(state.leases, ev.work_id, lease))
     return _set_intent(state, intent.model_copy(update={"reason_code": ReasonCode.RUNNING}))
@@ -329,11 +346,18 @@ def _settle_budget(state: S, receipt: UsageReceipt) -> S:
     else:
         budget = budget.model_copy(update={"spent_known": budget.spent_known + cost})
     new_state = goal.state
+    intent = state.work[goal.work_id]
     if budget_status(budget.limit, budget.spent_known, budget.unknown_requests) == 2:
         new_state = goal_transition(goal.state, GoalEvent.BUDGET_SPENT, False)
+        turn = state.open_turn(goal.work_id)
+        if turn is not None and new_state is GoalState.BUDGET_EXHAUSTED:
+            # no new paid request: the turn ends at this committed receipt
+            state = state.with_(turns=put(state.turns, turn.turn_id, turn.model_copy(update={
+                "status": TurnStatus.COMPLETED})))
+            intent = intent.model_copy(update={"last_committed_progress": intent.last_committed_progress + 1})
+            state = _set_intent(state, intent)
     goal = goal.model_copy(update={"budget": budget, "state": new_state})
     state = state.with_(goals=put(state.goals, goal.goal_id, goal))
-    intent = state.work[goal.work_id]
     return _set_intent(state, intent.model_copy(update={"reason_code": _reason(state, intent)}))
 
 
@@ -434,6 +458,18 @@ def _verification(state: S, ev) -> S:
     return _set_intent(state, intent)
 
 
+def _blocker(state: S, ev) -> S:
+    """The same real blocker recurs with no independent work left (blocked), or it clears (active)."""
+    goal = state.goal(ev.goal_id)
+    if state.open_turn(goal.work_id) is not None:
+        raise EventNotEnabled(f"goal {ev.goal_id!r} has a turn running; blocked is decided between turns")
+    new_state = goal_transition(goal.state, GoalEvent.BLOCKED if ev.present else GoalEvent.UNBLOCKED, False)
+    goal = goal.model_copy(update={"state": new_state})
+    state = state.with_(goals=put(state.goals, goal.goal_id, goal))
+    intent = state.work[goal.work_id]
+    return _set_intent(state, intent.model_copy(update={"reason_code": _reason(state, intent)}))
+
+
 def _wait_create(state: S, ev) -> S:
     _up(state, "wait_create")
     turn = _open_turn(state, ev.work_id)
@@ -527,7 +563,7 @@ HANDLERS: dict[str, Callable[[S, Record], S]] = {
     "provider_request": _provider_request, "provider_usage": _provider_usage,
     "provider_response": _provider_response, "tool_dispatch": _tool_dispatch, "tool_commit": _tool_commit,
     "turn_complete": _turn_complete, "todo_complete": _todo_complete, "verification": _verification,
-    "wait_create": _wait_create, "notification": _notification, "stale_write": _stale_write,
+    "blocker": _blocker, "wait_create": _wait_create, "notification": _notification, "stale_write": _stale_write,
     "task_failure": _task_failure, "clock_advance": _clock_advance,
     "crash": lambda s, e: rec.crash(s, worker_only=e.worker_only),
     "graceful_exit": lambda s, e: rec.graceful_exit(s),
