@@ -103,9 +103,23 @@ def _signal(ref: ProcRef, sig: int) -> bool:
         return False
 
 
+def _protected() -> set[int]:
+    """This process and its ancestors: the kit never signals the process it runs in or its parents."""
+    me = psutil.Process()
+    return {me.pid, *(p.pid for p in me.parents())}
+
+
+def _refuse_self(refs: Iterable[ProcRef]) -> None:
+    mine = _protected() & {r.pid for r in refs}
+    if mine:
+        raise InvalidArgument(f"refusing to signal pids {sorted(mine)}: they are this kit process or its "
+                              "ancestors; kill the runtime's processes, not the kit's own")
+
+
 def kill_all(targets: Iterable[ProcRef | int | psutil.Process], timeout: float = 5.0) -> KillReport:
     """SIGKILL every target (freeze first so none can react), then verify each is dead."""
     refs = sorted(set(_as_refs(targets)))
+    _refuse_self(refs)
     report = KillReport(targets=refs)
     for ref in refs:
         _signal(ref, signal.SIGSTOP)
@@ -135,6 +149,7 @@ def descendants(root: ProcRef) -> list[ProcRef]:
 def freeze_tree(root: ProcRef | int | psutil.Process, rounds: int = 20) -> list[ProcRef]:
     """SIGSTOP the root and every descendant until the walk finds nothing new; returns the members."""
     root = ProcRef.of(root)
+    _refuse_self([root])
     members: set[ProcRef] = set()
     frontier = [root]
     for _ in range(rounds):
@@ -169,6 +184,7 @@ def graceful_stop(target: ProcRef | int | psutil.Process, timeout: float = 10.0,
                   kill_timeout: float = 5.0) -> KillReport:
     """SIGTERM, wait up to ``timeout``; then SIGKILL. ``graceful`` says whether SIGTERM sufficed."""
     ref = ProcRef.of(target)
+    _refuse_self([ref])
     report = KillReport(targets=[ref])
     if not _signal(ref, signal.SIGTERM):
         report.already_gone.append(ref)

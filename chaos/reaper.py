@@ -55,9 +55,10 @@ def owner_alive(marker: str) -> bool:
 def _marked() -> dict[str, list[ProcRef]]:
     """marker -> processes carrying it (only processes whose environment we may read)."""
     found: dict[str, list[ProcRef]] = {}
-    me = os.getpid()
+    me = psutil.Process()
+    protected = {me.pid, *(p.pid for p in me.parents())}  # the kit never reaps itself or its parents
     for proc in psutil.process_iter(["pid", "create_time"]):
-        if proc.pid == me:
+        if proc.pid in protected:
             continue
         with contextlib.suppress(psutil.Error, OSError):
             marker = proc.environ().get(ENV_RUN_MARKER)

@@ -127,3 +127,24 @@ def test_marker_arguments_are_checked():
         marked_env("my-marker")
     with pytest.raises(InvalidArgument, match="needs a marker"):
         reap("")
+
+
+def test_the_kit_never_kills_itself_or_its_ancestors():
+    for victim in (os.getpid(), os.getppid()):
+        with pytest.raises(InvalidArgument, match="refusing"):
+            kill(victim)
+        with pytest.raises(InvalidArgument, match="refusing"):
+            kill_tree(victim)
+        with pytest.raises(InvalidArgument, match="refusing"):
+            graceful_stop(victim)
+
+
+def test_a_marked_process_reaping_its_own_marker_survives(spawner):  # noqa: F811
+    marker = new_marker()
+    code = ("import json, os\n"
+            "from recoverykit.chaos.reaper import leftovers, reap\n"
+            "m = os.environ['RECOVERYKIT_RUN_MARKER']\n"
+            "print(json.dumps([len(leftovers(m)), len(reap(m).targets)]), flush=True)\n")
+    proc = spawner.python(code, env=marked_env(marker), stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out.strip() == "[0, 0]"
