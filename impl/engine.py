@@ -226,32 +226,41 @@ def commit_result(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
 
 
 def schedule_retry(ctx: Ctx, item: dict, gen: int, request_id: str, fault: ProviderFault) -> None:
-    """A durable retry time with bounded backoff, or a pending-recovery record once it is persistent."""
+    """A provider fault: a durable retry time with bounded backoff, or pending recovery once persistent."""
     work_id = item["work_id"]
+    if fault.status in (401, 403):
+        persistent = "resource_missing_credentials"
+    elif fault.status == 404:
+        persistent = "resource_model_unavailable"
+    else:
+        persistent = None if fault.retryable else "retry_exhausted"
     with fenced(ctx.db, work_id, gen, "provider.fault"):
         ctx.db.conn.execute("UPDATE provider_requests SET status=? WHERE request_id=?",
                             ("failed" if fault.delivered else "lost", request_id))
-        count = item["retry_count"] + 1
-        delays = ctx.cfg.retry_delays_s
-        if fault.status in (401, 403):
-            persistent = ("resource_missing_credentials", f"the provider refused the credentials: {fault}")
-        elif fault.status == 404:
-            persistent = ("resource_model_unavailable", f"the provider does not serve the model: {fault}")
-        elif not fault.retryable or count > len(delays):
-            persistent = ("retry_exhausted", f"gave up after {count} attempts: {fault}")
-        else:
-            persistent = None
-        if persistent is None:
-            delay = delays[count - 1] * (1 + random.uniform(-ctx.cfg.retry_jitter, ctx.cfg.retry_jitter))
-            set_status(ctx.db, work_id, "waiting", "retry_scheduled", f"provider fault, retry {count}: {fault}",
-                       ("Retry", "Pause", "End"), retry_count=count, retry_at=now() + delay)
-        else:
-            reason, text = persistent
-            ctx.db.conn.execute("INSERT OR REPLACE INTO pending_recovery VALUES (?,?,?,?,?)",
-                                (work_id, reason, text, json.dumps(["Retry", "Pause", "End"]), now()))
-            set_status(ctx.db, work_id, "waiting", reason, text, ("Retry", "Pause", "End"), retry_count=count,
-                       retry_at=None)
-        release(ctx, work_id, gen, "fault")
+        _fault(ctx, work_id, gen, f"provider fault: {fault}", persistent)
+
+
+def internal_fault(ctx: Ctx, work_id: str, gen: int, exc: BaseException) -> None:
+    """Anything unexpected while running an item: the same bounded, durable retry as a provider fault."""
+    with fenced(ctx.db, work_id, gen, "internal.fault"):
+        _fault(ctx, work_id, gen, f"internal error: {type(exc).__name__}: {exc}", None)
+
+
+def _fault(ctx: Ctx, work_id: str, gen: int, text: str, persistent: str | None) -> None:
+    count = one(ctx.db, "SELECT retry_count FROM work_items WHERE work_id=?", (work_id,))["retry_count"] + 1
+    delays = ctx.cfg.retry_delays_s
+    if persistent is None and count > len(delays):
+        persistent, text = "retry_exhausted", f"gave up after {count} attempts; last: {text}"
+    actions = ("Retry", "Pause", "End")
+    if persistent is None:
+        delay = delays[count - 1] * (1 + random.uniform(-ctx.cfg.retry_jitter, ctx.cfg.retry_jitter))
+        set_status(ctx.db, work_id, "waiting", "retry_scheduled", f"retry {count} of {len(delays)}: {text}",
+                   actions, retry_count=count, retry_at=now() + delay)
+    else:
+        ctx.db.conn.execute("INSERT OR REPLACE INTO pending_recovery VALUES (?,?,?,?,?)",
+                            (work_id, persistent, text, json.dumps(list(actions)), now()))
+        set_status(ctx.db, work_id, "waiting", persistent, text, actions, retry_count=count, retry_at=None)
+    release(ctx, work_id, gen, "fault")
 
 
 def finish(ctx: Ctx, item: dict, turn: dict, gen: int) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import recovery
 from .config import Config
-from .engine import Ctx, Interrupted, finish, provider_step, release, run_call
+from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
 from .projection import ProjectionLost, project
 from .schema import MigrationFailed, StorageUnavailable, open_runtime_db, open_usage_db
@@ -144,6 +144,12 @@ class Worker:
             self._interrupted(work_id, gen, exc.reason)
         except Fenced as exc:
             log.warning("fenced: %s", exc)
+        except Exception as exc:  # a defect or a broken resource: never a silent stall, never a crash loop
+            log.exception("work item %s failed", work_id)
+            try:
+                internal_fault(ctx, work_id, gen, exc)
+            except Exception:
+                log.exception("could not record the fault of %s; recovery will find it", work_id)
 
     def _drive(self, item: dict, turn: dict, gen: int) -> None:
         ctx = self.ctx

@@ -353,3 +353,30 @@ def test_concurrency_quota_is_shared_by_all_workers(tmp_path):
     other = make_ctx(tmp_path, concurrency=1)
     assert recovery.claim(other, second) is None  # the quota is full while the first owner lives
     assert one(ctx.db, "SELECT status FROM work_items WHERE work_id=?", (second,))["status"] == "queued"
+
+
+def test_an_internal_fault_becomes_a_bounded_durable_retry_then_pending_recovery(tmp_path, monkeypatch):
+    from recoverykit.impl import worker as worker_module
+    ctx = make_ctx(tmp_path, retry_delays_s=[5.0, 10.0])
+    work_id = submit(ctx)
+    view = _worker_view(ctx)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated defect")
+
+    monkeypatch.setattr(worker_module, "provider_step", broken)
+    for attempt in (1, 2, 3):
+        with tx(ctx.db):  # the retry time has come (as if the clock moved on)
+            ctx.db.conn.execute("UPDATE work_items SET retry_at=0 WHERE work_id=?", (work_id,))
+        gen = recovery.claim(ctx, work_id)
+        assert gen == attempt
+        view.run_item(work_id, gen)
+        got = item(ctx, work_id)
+        if attempt < 3:
+            assert (got["status"], got["reason_code"], got["retry_count"]) == ("waiting", "retry_scheduled", attempt)
+            assert got["retry_at"] > 0 and "simulated defect" in got["reason_text"]
+    assert (got["status"], got["reason_code"]) == ("waiting", "retry_exhausted")
+    assert json.loads(one(ctx.db, "SELECT actions FROM pending_recovery")["actions"]) == ["Retry", "Pause", "End"]
+    assert recovery.claim(ctx, work_id) is None  # no idle retries once a person must act
+    control.control(ctx.db, "resume", work_id)  # the Retry action
+    assert recovery.claim(ctx, work_id) == 4
