@@ -24,7 +24,9 @@ COMMAND = "recoverykit protocol docs > docs/protocol.md"
 CHANGELOG = """\
 - **1.0** (first version): transport, envelope, handshake, errors, the operations listed here, the
   observe snapshot with sections work_items, goals, turns, tool_calls, approvals, usage_receipts, leases,
-  waits, fenced_writes and runs.
+  waits, fenced_writes and runs. Revised the same day, before any release: `max_cost_usd` is a number
+  (was a decimal string), and no field carries a regular-expression pattern any more (the kit checks
+  `protocol_version` itself), so the schema and the parser agree exactly.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -31,12 +31,17 @@ def messages(type_name: str) -> st.SearchStrategy:
     return from_schema(protocol.message_schema(type_name))
 
 
+def _scaled(n: int) -> int:
+    # per-type budgets sized for the `ci` profile (60 examples); `thorough` scales them up
+    return max(n, n * settings.default.max_examples // 60)
+
+
 def _dump(obj) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
 
 @pytest.mark.parametrize("type_name", [t for t in FROM_ADAPTER if t != "observe_ok"])
-@settings(max_examples=25)
+@settings(max_examples=_scaled(25))
 @given(data=st.data())
 def test_schema_valid_adapter_messages_parse(type_name, data):
     message = data.draw(messages(type_name))
@@ -53,7 +58,7 @@ def records(section: Section) -> st.SearchStrategy:
 
 # observe_ok is fuzzed a section at a time: drawing whole snapshots from the schema is ten times slower
 @pytest.mark.parametrize("section", list(Section))
-@settings(max_examples=15)
+@settings(max_examples=_scaled(15))
 @given(data=st.data())
 def test_schema_valid_snapshots_parse(section, data):
     body = {"type": "observe_ok", "msg_id": data.draw(st.integers(0, 2**53 - 1)), "in_reply_to": 1,
@@ -64,7 +69,7 @@ def test_schema_valid_snapshots_parse(section, data):
 
 
 @pytest.mark.parametrize("type_name", FROM_KIT)
-@settings(max_examples=10)
+@settings(max_examples=_scaled(10))
 @given(data=st.data())
 def test_schema_valid_kit_messages_round_trip(type_name, data):
     message = data.draw(messages(type_name))
