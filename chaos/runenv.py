@@ -14,9 +14,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
+from recoverykit.chaos.broker import FailpointBroker
 from recoverykit.chaos.failpoints import ENV_FAILPOINT_SOCKET, ENV_FAILPOINTS, Term, arm_env
-from recoverykit.chaos.reaper import marked_env
+from recoverykit.chaos.killer import KillReport
+from recoverykit.chaos.reaper import marked_env, new_marker, reap
+from recoverykit.conformance.probe_tools import standard_probe_tools
+from recoverykit.conformance.provider import ScriptedProvider
+from recoverykit.conformance.provider_script import ProviderScript
 from recoverykit.model.errors import InvalidArgument
 
 ENV_CLOCK_OFFSET = "RECOVERYKIT_CLOCK_OFFSET_S"
@@ -49,3 +55,48 @@ def clock_offset(environ: Mapping[str, str] | None = None) -> float:
     if not math.isfinite(value):
         raise InvalidArgument(f"{ENV_CLOCK_OFFSET}={raw!r} is not a finite number of seconds")
     return value
+
+
+class RunEnvironment:
+    """Everything the kit owns around one run, started together and torn down together.
+
+    ``with RunEnvironment(run_dir, script) as world:`` gives ``world.provider`` (scripted, ledger in
+    ``run_dir/provider-ledger.jsonl``), ``world.broker`` (failpoint socket), ``world.witness`` (the probe
+    witness log path), ``world.probe_tools`` (for ``init``), ``world.marker`` and ``world.env(...)`` for
+    processes. ``close()`` releases every hold, stops the provider and the broker, then reaps every
+    process carrying the run's marker, and reports what it had to kill in ``reaped``.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, script: ProviderScript | dict, *, marker: str | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.marker = marker or new_marker()
+        self.witness = self.run_dir / "witness.jsonl"
+        self.ledger = self.run_dir / "provider-ledger.jsonl"
+        self.broker = FailpointBroker(self.run_dir)
+        try:
+            self.provider = ScriptedProvider(script, self.ledger)
+        except BaseException:
+            self.broker.close()
+            raise
+        self.probe_tools = standard_probe_tools(self.witness, self.broker.path)
+        self.reaped: KillReport | None = None
+
+    def env(self, *, failpoints: Mapping[str, str | Iterable[Term]] | None = None, clock_offset_s: float = 0.0,
+            base: Mapping[str, str] | None = None, known_points: Iterable[str] | None = None) -> dict[str, str]:
+        return run_environment(self.marker, failpoints=failpoints, socket_path=self.broker.path,
+                               clock_offset_s=clock_offset_s, base=base, known_points=known_points)
+
+    def close(self) -> None:
+        if self.reaped is not None:
+            return
+        self.broker.release_all()
+        self.provider.close()
+        self.broker.close()
+        self.reaped = reap(self.marker)
+
+    def __enter__(self) -> RunEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -51,3 +51,31 @@ def test_run_environment_and_clock_offset():
         runenv.clock_offset({"RECOVERYKIT_CLOCK_OFFSET_S": "two hours"})
     with pytest.raises(InvalidArgument, match="finite"):
         runenv.run_environment("recoverykit-1-2-0123abcd", clock_offset_s=float("inf"))
+
+
+def test_a_run_environment_is_torn_down_with_its_processes(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from recoverykit.chaos.killer import ProcRef
+    from recoverykit.chaos.reaper import leftovers
+
+    script = {"scripts": [{"id": "s", "steps": [{"text": "x"}]}]}
+    with runenv.RunEnvironment(tmp_path / "run", script) as world:
+        env = world.env(failpoints={"tool.dispatch.after": "pause"}, clock_offset_s=60)
+        assert env["RECOVERYKIT_FAILPOINT_SOCKET"] == world.broker.path
+        assert [t.name for t in world.probe_tools] == ["probe_read", "probe_idempotent", "probe_unknown"]
+        assert world.provider.base_url.startswith("http://127.0.0.1:")
+        straggler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
+        ref = ProcRef.of(straggler.pid)
+        deadline = time.monotonic() + 30
+        while ref not in leftovers(world.marker) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the marker is readable once the child has exec'd
+    try:
+        assert world.reaped.killed == [ref] and world.reaped.ok
+        assert straggler.wait(timeout=10) < 0
+    finally:
+        if straggler.poll() is None:
+            straggler.kill()
+            straggler.wait()
