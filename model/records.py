@@ -146,6 +146,7 @@ class UsageReceipt(Record):
     final: bool = False  # the provider's last word for this attempt arrived
     price_per_token: int | None = Field(default=None, ge=0)  # known price kept apart from known tokens
     durable: bool = True
+    lost: bool = False  # the process waiting for the response died: tokens are a lower bound, the rest unknown
 
 
 class Approval(Record):

@@ -77,7 +77,7 @@ def gate_for(state: ModelState, intent: RunIntent) -> int:
     if budget is not None:
         # A receipt whose turn is over without a final count is unknown cost: never available balance.
         open_unknown = sum(1 for r in state.receipts.values() if r.goal_id == goal.goal_id and not r.final
-                           and state.turns[r.turn_id].status is not TurnStatus.ACTIVE)
+                           and (r.lost or state.turns[r.turn_id].status is not TurnStatus.ACTIVE))
         status = budget_status(budget.limit, budget.spent_known, budget.unknown_requests + open_unknown)
     pending = any(a.work_id == intent.work_id and a.status == "pending" for a in state.approvals.values())
     return first_gate(intent.desired_state is not DesiredState.RUN,
@@ -137,6 +137,11 @@ def _repair(state: ModelState, modes: dict[str, RecoveryMode]) -> ModelState:
     for call_id, call in state.tool_calls.items():
         if call.status is ToolStatus.DISPATCHED and not call.child_alive and modes.get(call.work_id):
             tools[call_id] = call.model_copy(update={"status": ToolStatus.OUTCOME_UNKNOWN})
+    receipts = dict(state.receipts)
+    for request_id, receipt in state.receipts.items():
+        if not receipt.final and modes.get(receipt.work_id) in (RecoveryMode.REPAIR, RecoveryMode.NEW_ATTEMPT):
+            receipts[request_id] = receipt.model_copy(update={"lost": True})  # reported lost, never fabricated
+    state = state.with_(receipts=receipts)
     for work_id, mode in modes.items():
         turn = state.open_turn(work_id)
         if turn is not None and mode is RecoveryMode.REPAIR:
