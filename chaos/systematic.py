@@ -24,7 +24,7 @@ from typing import Any
 from recoverykit import __version__ as KIT_VERSION
 from recoverykit.chaos import coverage
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
-from recoverykit.chaos.cases import Case, choose, enumerate_cases, parse_case_id
+from recoverykit.chaos.cases import Case, choose, enumerate_cases, not_implemented_reason, parse_case_id
 from recoverykit.chaos.reaper import reap_stale
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
@@ -53,12 +53,18 @@ def declare(adapter: str | list[str] | None, base_dir: str | Path | None = None)
 
 def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, workers: int = 1,
              base_dir: str | Path | None = None, bundle_dir: str | Path | None = None, timeout_s: float = 20.0,
-             keep: bool = False, seed: int = 0,
+             keep: bool = False, seed: int = 0, declared: dict[str, Any] | None = None,
              progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run every case, ``workers`` at a time; results in case order."""
     results: dict[str, dict[str, Any]] = {}
 
     def one(case: Case) -> dict[str, Any]:
+        if declared is not None:  # known not to run: say why without starting anything
+            why = not_implemented_reason(case, declared["failpoints"], declared["restart_kinds"],
+                                         declared["profiles"])
+            if why is not None:
+                return {**case.as_dict(), "status": "not_implemented", "why": why, "verdict": Verdict.UNKNOWN.value,
+                        "clauses": [], "violations": [], "leftovers": [], "timings": {}}
         return run_case(case, adapter, base_dir=base_dir, bundle_dir=bundle_dir, timeout_s=timeout_s, keep=keep,
                         seed=seed)
 
@@ -127,7 +133,7 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
     results = run_list(cases, adapter, workers=workers, base_dir=base, bundle_dir=bundles, timeout_s=timeout_s,
-                       keep=keep, seed=seed, progress=progress)
+                       keep=keep, seed=seed, declared=declared, progress=progress)
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
     return results_document(results, declared, mode="replay" if replay else "systematic", shard=shard,

@@ -1,0 +1,75 @@
+"""Coverage classification: exercised / not implemented / not reachable / unknown / not selected."""
+
+from __future__ import annotations
+
+from recoverykit.chaos import coverage
+from recoverykit.chaos.systematic import verdict_of
+from recoverykit.model.catalogue import Verdict
+
+FPS = ["tool.result.commit.before", "recovery.claim.after"]
+KINDS = ["normal_exit"]
+
+
+def case(point, kind, status, **extra):
+    return {"id": f"chat_unknown_write/{point}/1/{kind}", "point": point, "kind": kind, "status": status,
+            "violations": [], "clauses": [], "leftovers": [], **extra}
+
+
+def cell(cov, point, kind):
+    return next(c for c in cov["cells"] if c["point"] == point and c["kind"] == kind)
+
+
+def test_each_status():
+    results = [case("tool.result.commit.before", "tree_kill", "passed"),
+               case("tool.running", "tree_kill", "not_reached", why="never reached"),
+               case("input.accept.after", "tree_kill", "not_implemented", why="failpoint not declared")]
+    cov = coverage.classify(results, FPS, KINDS)
+    assert cell(cov, "tool.result.commit.before", "tree_kill")["status"] == "exercised"
+    assert cell(cov, "input.accept.after", "tree_kill")["status"] == "not_implemented"
+    assert cell(cov, "tool.running", "frontend_reload")["status"] == "not_implemented"  # kind not declared
+    assert cell(cov, "child.delivery.before", "tree_kill")["status"] == "not_implemented"
+    unknown = cell(cov, "tool.running", "tree_kill")
+    assert unknown["status"] == "unknown" and "never reached" in unknown["why"]
+    # a declared point no case ran in this (partial) run is not selected here, never a pass
+    assert cell(cov, "tool.result.commit.before", "worker_kill")["status"] == "not_selected"
+    assert "tool.running" in cov["declared_never_hit"]
+
+
+def test_not_reachable_when_no_scenario_combines_point_and_kind():
+    cov = coverage.classify([], [*FPS, "child.delivery.before"], KINDS)  # a Jobs point no chat scenario reaches
+    assert cell(cov, "child.delivery.before", "tree_kill")["status"] == "not_reachable"
+    assert "child.delivery.before" not in cov["declared_never_hit"]
+
+
+def test_crash_during_recovery_counts_only_when_the_second_crash_landed():
+    kind = "crash_during_recovery"
+    missed = [case("tool.result.commit.before", kind, "passed", second_reached=False)]
+    assert cell(coverage.classify(missed, FPS, KINDS), "tool.result.commit.before", kind)["status"] == "unknown"
+    landed = [case("tool.result.commit.before", kind, "passed", second_reached=True)]
+    assert cell(coverage.classify(landed, FPS, KINDS), "tool.result.commit.before", kind)["status"] == "exercised"
+
+
+def test_declared_kinds_include_the_kits_kills_only_where_possible():
+    assert "crash_during_recovery" not in coverage.declared_kinds([], [])
+    assert "crash_during_recovery" in coverage.declared_kinds([], ["recovery.decide.after"])
+    assert "tree_kill" in coverage.declared_kinds([], []) and "normal_exit" not in coverage.declared_kinds([], [])
+
+
+def test_merge_takes_the_most_informative_status_and_sums():
+    a = coverage.classify([case("tool.running", "tree_kill", "not_reached", why="x")], FPS, KINDS)
+    b = coverage.classify([case("tool.running", "tree_kill", "passed")], FPS, KINDS)
+    for merged in (coverage.merge_cells([a, b]), coverage.merge_cells([b, a])):
+        got = cell(merged, "tool.running", "tree_kill")
+        assert got["status"] == "exercised" and got["cases"] == 2
+
+
+def test_verdicts():
+    passed = [case("tool.running", "tree_kill", "passed")]
+    cov = coverage.classify(passed, FPS, KINDS)
+    assert verdict_of(passed, {**cov, "declared_never_hit": []})[0] is Verdict.VALID
+    failed = [*passed, case("tool.running", "worker_kill", "failed", violations=["broke FA-15: ..."])]
+    assert verdict_of(failed, cov)[0] is Verdict.INVALID
+    leaked = [case("tool.running", "tree_kill", "passed", leftovers=[123])]
+    assert verdict_of(leaked, {"declared_never_hit": []})[0] is Verdict.UNKNOWN
+    assert verdict_of(passed, {"declared_never_hit": ["tool.running"]})[0] is Verdict.UNKNOWN
+    assert verdict_of([], {"declared_never_hit": []})[0] is Verdict.UNKNOWN

@@ -1,0 +1,105 @@
+"""The failure-acceptance report: built from results, rendered, re-validated; shard results merged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from recoverykit.chaos import coverage
+from recoverykit.chaos.shard import Shard
+from recoverykit.chaos.systematic import results_document
+from recoverykit.model.errors import InvalidArgument
+from recoverykit.reports import failure_acceptance, render
+from recoverykit.reports.merge import check_report, load_results, merge, write_all
+
+DECLARED = {"command": "x", "name": "fake-runtime", "version": "1", "profiles": ["chat_core"],
+            "failpoints": ["tool.result.commit.before"], "restart_kinds": [], "observes": []}
+REPLAY = "recoverykit chaos --replay chat_unknown_write/tool.result.commit.before/1/tree_kill --adapter x"
+
+
+def case(kind, status, clause_verdict="valid"):
+    cid = f"chat_unknown_write/tool.result.commit.before/1/{kind}"
+    prefix = "broke" if clause_verdict == "invalid" else "held"
+    clause = {"clause": "FA-15", "verdict": clause_verdict, "text": f"{prefix} FA-15: never re-run (executed 2 times)",
+              "evidence": []}
+    return {"id": cid, "scenario": "chat_unknown_write", "point": "tool.result.commit.before", "hit": 1, "kind": kind,
+            "status": status, "clauses": [clause], "leftovers": [],
+            "violations": [clause["text"]] if clause_verdict == "invalid" else [], "replay": REPLAY}
+
+
+def doc(cases, shard="1/1"):
+    return results_document(cases, DECLARED, mode="systematic", shard=Shard(*map(int, shard.split("/"))),
+                            selection={}, seed=0, started=0.0, wall_s=1.0)
+
+
+def test_failing_cell_has_evidence_and_a_one_command_reproduction():
+    results = doc([case("tree_kill", "failed", "invalid"), case("worker_kill", "passed")])
+    assert results["verdict"] == "invalid"
+    report = failure_acceptance.build(results)
+    failing = {(c["clause"], c["kind"]) for c in report["failing"]}
+    assert ("FA-15", "tree_kill") in failing and ("FA-06", "tree_kill") in failing  # FA-06 names this point
+    assert ("FA-15", "worker_kill") not in failing
+    cell = next(c for c in report["failing"] if c["clause"] == "FA-15")
+    assert cell["reproduce"] == REPLAY and "executed 2 times" in cell["evidence"][0]
+    md, page = render.markdown(report), render.html(report)
+    assert REPLAY in md and "FA-15 at `tool.result.commit.before` under `tree_kill`" in md
+    assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page.split("<body>")[0]
+    assert "--replay chat_unknown_write/tool.result.commit.before/1/tree_kill" in page
+
+
+def test_html_escapes_what_it_shows():
+    results = doc([case("tree_kill", "failed", "invalid")])
+    results["cases"][0]["clauses"][0]["text"] = "broke FA-15: <script>alert(1)</script>"
+    assert "<script>alert" not in render.html(failure_acceptance.build(results))
+
+
+def test_stored_report_is_revalidated(tmp_path):
+    results = doc([case("tree_kill", "failed", "invalid")])
+    paths = write_all(results, tmp_path)
+    assert check_report(paths["report.json"], tmp_path) == []
+    stored = json.loads(paths["report.json"].read_text())
+    stored["failing"] = []
+    paths["report.json"].write_text(json.dumps(stored))
+    assert any("failing" in p for p in check_report(paths["report.json"], tmp_path))
+    other = tmp_path / "other"
+    write_all(doc([case("tree_kill", "passed")]), other)
+    assert any("sha256" in p for p in check_report(tmp_path / "report.json", other))
+
+
+def test_merge_shards(tmp_path):
+    one, two = doc([case("tree_kill", "passed")], "1/2"), doc([case("worker_kill", "failed", "invalid")], "2/2")
+    merged = merge([one, two])
+    assert merged["verdict"] == "invalid" and len(merged["cases"]) == 2 and merged["shard"] == "1/2+2/2"
+    assert merged["clauses"]["FA-15"] == "invalid"
+    with pytest.raises(InvalidArgument, match="overlap"):
+        merge([one, one])
+    with pytest.raises(InvalidArgument, match="different adapters"):
+        merge([one, {**two, "adapter": {**DECLARED, "name": "other"}}])
+    with pytest.raises(InvalidArgument, match=r"no results\.json"):
+        load_results(tmp_path)
+
+
+def test_merge_cli_exit_codes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_all(doc([case("tree_kill", "passed")], "1/2"), a)
+    write_all(doc([case("worker_kill", "passed")], "2/2"), b)
+    run = [sys.executable, "-m", "recoverykit", "merge", str(a), str(b), "--json", "--out", str(tmp_path / "m")]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "valid"
+    assert (tmp_path / "m" / "report.html").exists()
+    write_all(doc([case("worker_kill", "failed", "invalid")], "2/2"), b)
+    assert subprocess.run(run, capture_output=True, timeout=60).returncode == 1
+    bad = subprocess.run([sys.executable, "-m", "recoverykit", "merge", str(a), str(a)], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 64 and "overlap" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_coverage_survives_the_report():
+    results = doc([case("tree_kill", "passed")])
+    report = failure_acceptance.build(results)
+    statuses = {(c["point"], c["kind"]): c["status"] for c in report["coverage_cells"]}
+    assert statuses[("tool.result.commit.before", "tree_kill")] == coverage.EXERCISED
+    assert statuses[("tool.result.commit.before", "normal_exit")] == coverage.NOT_IMPLEMENTED
