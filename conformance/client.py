@@ -90,7 +90,8 @@ class AdapterClient:
         self.timed_out = False  # an adapter that went silent once is not asked politely to shut down
         self.shut_down = False
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()  # guards _pending, _broken and writes to stdin
+        self._lock = threading.Lock()  # guards _pending, _abandoned, _broken and the transcript
+        self._write_lock = threading.Lock()  # one writer at a time; never held by the reader thread
         self._pending: dict[int, PendingCall] = {}
         self._abandoned: set[int] = set()
         self._broken: ProtocolError | None = None
@@ -129,7 +130,7 @@ class AdapterClient:
             # the verdict was already decided by whatever came before; from here on only cleanup matters
             with contextlib.suppress(ProtocolError, OperationFailed):
                 self.call("shutdown", reply_within_s=min(self.slow_timeout_s, max(self.timeout_s, 5.0)))
-        with self._lock:
+        with self._write_lock, self._lock:
             self._proc = None
             with contextlib.suppress(OSError):
                 proc.stdin.close()
@@ -148,7 +149,8 @@ class AdapterClient:
 
     # --- requests -------------------------------------------------------------------------------
 
-    def _make(self, type_name: str, **fields: Any) -> Request:
+    def make(self, type_name: str, /, **fields: Any) -> Request:
+        """Build a request with the next msg_id (for ``send``/``request``); a bad field is InvalidArgument."""
         rpc = RPCS_BY_NAME.get(type_name)
         if rpc is None:
             raise InvalidArgument(f"{type_name!r} is not a request of the adapter protocol; the requests are "
@@ -161,6 +163,8 @@ class AdapterClient:
                                   f"at {'.'.join(map(str, exc.errors()[0]['loc']))}. See docs/protocol.md#{type_name}."
                                   ) from None
 
+    _make = make  # the first name of ``make``, still used by early callers
+
     def _timeout_for(self, request: Request) -> float:
         rpc = RPCS_BY_NAME[request.type]  # type: ignore[attr-defined]
         if rpc.name == "quiesce":
@@ -171,20 +175,23 @@ class AdapterClient:
         """Write a request without waiting for its reply (requests may overlap)."""
         call = PendingCall(request, timeout_s or self._timeout_for(request), self)
         line = encode(request)
-        with self._lock:
-            if self._broken is not None:
-                raise self._broken
-            if self._proc is None:
-                raise RuntimeError("AdapterClient.send() before start() or after close()")
-            self._pending[request.msg_id] = call
-            self._record("sent", line)
+        with self._write_lock:
+            with self._lock:
+                if self._broken is not None:
+                    raise self._broken
+                if self._proc is None:
+                    raise RuntimeError("AdapterClient.send() before start() or after close()")
+                self._pending[request.msg_id] = call
+                self._record("sent", line)
             try:
                 self._proc.stdin.write(line)
                 self._proc.stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
-                self._pending.pop(request.msg_id, None)
-                self._broken = self._exited(request)
-                raise self._broken from None
+                with self._lock:
+                    self._pending.pop(request.msg_id, None)
+                    if self._broken is None:
+                        self._broken = self._exited(request)
+                    raise self._broken from None
         return call
 
     def request(self, request: Request, *, timeout_s: float | None = None) -> Reply:
@@ -196,7 +203,7 @@ class AdapterClient:
 
         ``reply_within_s`` overrides the client's timeout for this call (``timeout_s`` is a field of quiesce).
         """
-        reply = self.request(self._make(type_name, **fields), timeout_s=reply_within_s)
+        reply = self.request(self.make(type_name, **fields), timeout_s=reply_within_s)
         if type_name == "shutdown" and not isinstance(reply, ErrorReply):
             self.shut_down = True
         if isinstance(reply, ErrorReply):

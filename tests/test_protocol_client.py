@@ -64,7 +64,7 @@ def test_error_replies_carry_their_definiteness(tmp_path):
         assert (unknown.value.code, unknown.value.definite) == ("unknown_work_item", True)
         with pytest.raises(OperationFailed, match="'not_supported'"):
             client.call("restart", kind="tree_kill", failpoints=None, clock_offset_s=None, host_id=None)
-        reply = client.request(client._make("goal_create", session_id="s", objective="o", budget=None))
+        reply = client.request(client.make("goal_create", session_id="s", objective="o", budget=None))
         assert reply.type == "error" and reply.code == "not_supported"
 
 
