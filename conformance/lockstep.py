@@ -1,0 +1,485 @@
+"""The lockstep machine: the model predicts, the adapter reports, every step is compared.
+
+A Hypothesis ``RuleBasedStateMachine``, generic over the adapter command (``make_machine``). Its
+rules are client operations (submit, pause, resume, end, stop all, reload), environment moves
+(release a held provider request or tool, settle) and faults (kill the worker alone or the whole
+tree through psutil by the pids ``processes`` names, long downtime, a changed host identity, a
+graceful restart through the adapter, a crash at a failpoint the adapter declared). Each rule drives
+the model (``recoverykit.model.transitions``) with the same event it sends the adapter.
+
+After every rule the adapter's observation must REFINE the model: per work item its desired_state,
+whether it finished and how many inputs it holds must equal what one of the model's candidate
+states predicts, once the model has been advanced by runtime progress alone (a run item may have
+finished; nothing else may change by itself). Indefinite operations (an ``info`` completion) keep
+both outcomes as candidates, as etcd's robustness model forks on unknown results. The history
+checker runs on the history so far after every rule, so a safety clause broken anywhere fails the
+step that revealed it. Every failure names its clause ("broke RI-03: ...") and Hypothesis shrinks
+it to the printed program of rules plus ``@reproduce_failure``.
+
+Assumptions (stated as etcd states its model's): every submit goes to a new session (so each
+acknowledged input is its own chat request); the runtime needs no person to finish chat work
+(no approvals, budgets or permissions are in play here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from recoverykit.conformance.checker import ClauseResult, check
+from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
+from recoverykit.conformance.provider_script import script_tag
+from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, DesiredState, RestartKind, Verdict
+from recoverykit.model.contract import clause
+from recoverykit.model.errors import ModelError
+from recoverykit.model.events import Admit, Crash, End, FrontendReload, Pause, Restart, Resume, Start, StopAll, Submit
+from recoverykit.model.state import ModelState
+from recoverykit.model.transitions import apply
+
+SCRIPTS = ("lk-text", "lk-read", "lk-unknown", "lk-hold")
+WORKER_POINTS = ("provider.request.after", "usage.persist.before", "usage.persist.after", "tool.dispatch.after",
+                 "tool.result.commit.before", "tool.result.commit.after", "completion.commit.before_projection")
+GRACEFUL = (RestartKind.NORMAL_EXIT, RestartKind.GRACEFUL_WORKER_RESTART)
+KILLS = (RestartKind.WORKER_KILL, RestartKind.TREE_KILL, RestartKind.LONG_DOWNTIME, RestartKind.HOST_IDENTITY_CHANGE)
+STEP_SETTLE_S = 0.3
+FINAL_SETTLE_S = 15.0
+
+
+def lockstep_script() -> dict:
+    usage = {"prompt_tokens": 25, "completion_tokens": 9}
+    text = {"text": "done", "usage": usage}
+    return {"hold_timeout_s": 120.0, "scripts": [
+        {"id": "lk-text", "cumulative_usage": True, "steps": [text], "when_exhausted": "repeat_last"},
+        {"id": "lk-read", "cumulative_usage": True, "when_exhausted": "repeat_last", "steps": [
+            {"tool_calls": [{"name": "probe_read", "arguments": {}}], "usage": usage}, text]},
+        {"id": "lk-unknown", "cumulative_usage": True, "when_exhausted": "repeat_last", "steps": [
+            {"tool_calls": [{"name": "probe_unknown", "arguments": {"hold": True}}], "usage": usage}, text]},
+        {"id": "lk-hold", "cumulative_usage": True, "when_exhausted": "repeat_last", "steps": [
+            {**text, "faults": [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]}]},
+    ]}
+
+
+class Broke(AssertionError):
+    """A clause the adapter broke; the message is the clause's definition plus what was seen."""
+
+    def __init__(self, clause_id: str, detail: str, text: str | None = None) -> None:
+        self.clause_id = clause_id
+        super().__init__(text or clause(clause_id).broke(detail))
+        if LockstepMachine.active is not None and LockstepMachine.active.first_failure is None:
+            LockstepMachine.active.first_failure = time.monotonic()
+
+
+@dataclass
+class LockstepConfig:
+    """What a machine class needs; the certifier reads ``runs`` and ``results`` afterwards."""
+
+    command: str
+    out: Path | None = None
+    broker_factory: BrokerFactory | None = None
+    runs: list[Path] = field(default_factory=list)
+    results: list[ClauseResult] = field(default_factory=list)
+    failing_run: Path | None = None
+    shrink_budget_s: float = 30.0  # after a failure, shrink for at most this long, then report the best found
+    first_failure: float | None = None
+
+
+def make_machine(config: LockstepConfig) -> type[LockstepMachine]:
+    """A machine class bound to one adapter command (Hypothesis instantiates it once per example)."""
+    return type("Lockstep", (LockstepMachine,), {"config": config})
+
+
+class LockstepMachine(RuleBasedStateMachine):
+    config: LockstepConfig
+    active: LockstepConfig | None = None  # the config of the machine running now (for the shrink budget)
+
+    def __init__(self) -> None:
+        super().__init__()
+        cfg = self.config
+        if cfg.first_failure is not None and time.monotonic() - cfg.first_failure > cfg.shrink_budget_s:
+            from hypothesis import reject
+            from hypothesis.control import current_build_context
+            with contextlib.suppress(Exception):
+                if not current_build_context().is_final:
+                    reject()  # out of shrinking time: no further candidate can win, the best one is replayed
+        LockstepMachine.active = cfg
+        run_dir = make_run_dir(cfg.out, f"lockstep-{len(cfg.runs) + 1:03d}")
+        cfg.runs.append(run_dir)
+        self.run = Run(cfg.command, run_dir, lockstep_script(), broker_factory=cfg.broker_factory).open()
+        self.kinds = {str(k) for k in self.run.init_ok.restart_kinds}
+        self.points = [p for p in WORKER_POINTS if p in {str(f) for f in self.run.init_ok.failpoints}]
+        self.candidates: list[ModelState] = [ModelState()]
+        self.work: list[str] = []
+        self.indefinite: dict[str, int] = {}  # client_msg_id -> submit number, outcome unknown
+        self.submits = 0
+        self.turns = 0
+        self.armed = False
+        self.workers: set[int] = set()
+        self.last = "start"
+        self._start()
+
+    # --- plumbing ----------------------------------------------------------------------------------
+
+    def _start(self, **env: Any) -> None:
+        self.run.start(**env)
+        self.workers = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
+
+    def _each(self, event: Any) -> None:
+        """Apply a definite event to every candidate; candidates where it cannot apply are dropped."""
+        kept = []
+        for state in self.candidates:
+            with contextlib.suppress(ModelError):
+                kept.append(apply(state, event))
+        if not kept:
+            raise Broke("CTL-07", f"the adapter accepted {event.type} but no state the model allows permits it")
+        self.candidates = kept
+
+    def _either(self, event: Any) -> None:
+        """An indefinite operation: it may or may not have happened."""
+        more = []
+        for state in self.candidates:
+            with contextlib.suppress(ModelError):
+                more.append(apply(state, event))
+        self.candidates = self.candidates + more
+
+    def _control(self, name: str, event_type: type, work_id: str) -> None:
+        out = self.run.op(name, work_id=work_id)
+        self.last = name
+        if out.type == "ok":
+            self._each(event_type(work_id=work_id))
+        elif out.type == "info":
+            self._either(event_type(work_id=work_id))
+
+    # --- client operations -------------------------------------------------------------------------
+
+    @rule(script=st.sampled_from(SCRIPTS))
+    def submit(self, script: str) -> None:
+        self.submits += 1
+        n = self.submits
+        cid = f"lk-{n}"
+        out = self.run.op("submit", session_id=f"ls-{n}", text=f"{script_tag(script)} request {n}", client_msg_id=cid)
+        self.last = "submit"
+        if out.type == "ok":
+            self.work.append(out.reply.work_id)
+            self._each(Submit(work_id=out.reply.work_id, text=cid))
+        elif out.type == "info":
+            self.indefinite[cid] = n
+        if out.type == "ok" and script == "lk-unknown":  # reach "tool running" before the next rule
+            self.run.wait_witness(lambda e: e.tool == "probe_unknown" and e.probe_token.startswith(script),
+                                  timeout_s=5.0)
+        elif out.type == "ok" and script == "lk-hold":
+            with contextlib.suppress(Exception):
+                self.run.wait_held(5.0, script_id=script)
+
+    @precondition(lambda self: self.work)
+    @rule(i=st.integers(0, 7))
+    def pause(self, i: int) -> None:
+        self._control("pause", Pause, self.work[i % len(self.work)])
+
+    @precondition(lambda self: self.work)
+    @rule(i=st.integers(0, 7))
+    def resume(self, i: int) -> None:
+        self._control("resume", Resume, self.work[i % len(self.work)])
+
+    @precondition(lambda self: self.work)
+    @rule(i=st.integers(0, 7))
+    def end(self, i: int) -> None:
+        self._control("end", End, self.work[i % len(self.work)])
+
+    @rule()
+    def stop_all(self) -> None:
+        out = self.run.op("stop_all")
+        self.last = "stop_all"
+        if out.type == "ok":
+            stopped = set(out.reply.stopped)
+            # An item the model still runs but the runtime did not stop must have finished just before.
+            self.candidates = [self._finish(s, [w for w, it in s.work.items()
+                                                if it.desired_state is DesiredState.RUN and w not in stopped])
+                               for s in self.candidates]
+            self.candidates = [s for s in self.candidates if s is not None] or self.candidates
+            self._each(StopAll())
+        elif out.type == "info":
+            self._either(StopAll())
+
+    @rule()
+    def reload(self) -> None:
+        out = self.run.op("reload")
+        self.last = "reload"
+        if out.type == "ok":
+            self._each(FrontendReload())
+
+    # --- environment moves -------------------------------------------------------------------------
+
+    @rule()
+    def release_environment(self) -> None:
+        """The provider answers every held request; every held tool finishes."""
+        self.run.provider.release()
+        self.run.release_probes()
+        self.last = "release"
+
+    @rule()
+    def settle(self) -> None:
+        """Release everything and let the runtime quiesce: work meant to run must now be finished."""
+        self.release_environment()
+        quiescent, snap = self.run.settle(FINAL_SETTLE_S)
+        self.last = "settle"
+        self._refine(snap)
+        for state in self.candidates:
+            stuck = [w for w, it in state.work.items() if it.desired_state is DesiredState.RUN]
+            if not stuck:
+                return
+        items = {w["work_id"]: w for w in snap.get("work_items") or []}
+        for work_id in stuck:
+            seen = items.get(work_id, {})
+            if seen.get("status") not in ("waiting", "failed") or not seen.get("reason_code"):
+                raise Broke("RI-02", f"{work_id} is meant to run but is {seen.get('status')} after every hold was "
+                                     f"released and the runtime {'reported quiescence' if quiescent else 'settled'}")
+
+    # --- faults ------------------------------------------------------------------------------------
+
+    @rule(kind=st.sampled_from(KILLS))
+    def kill(self, kind: RestartKind) -> None:
+        self.run.kill(kind.value)
+        env: dict[str, Any] = {}
+        if kind is RestartKind.LONG_DOWNTIME:
+            self.run.clock_jump(OLD_HIDDEN_EXPIRY_S + 60)
+            env["clock_offset_s"] = self.run.clock_offset_s
+        if kind is RestartKind.HOST_IDENTITY_CHANGE:
+            env["host_id"] = self.run.host_id + "-b"
+        self._start(**env)
+        self.last = kind.value
+        self._each(Restart(kind=kind))
+
+    @precondition(lambda self: any(k.value in self.kinds for k in GRACEFUL))
+    @rule(which=st.integers(0, 1))
+    def graceful_restart(self, which: int) -> None:
+        kinds = [k for k in GRACEFUL if k.value in self.kinds]
+        kind = kinds[which % len(kinds)]
+        out = self.run.restart(kind.value)
+        self.workers = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
+        self.last = kind.value
+        if out.type == "ok":
+            self._each(Restart(kind=kind))
+
+    @precondition(lambda self: self.points and not self.armed)
+    @rule(i=st.integers(0, 6))
+    def arm_crash(self, i: int) -> None:
+        """Restart with a failpoint armed to crash: the runtime kills itself there; the kit sees the exit."""
+        point = self.points[i % len(self.points)]
+        self.run.kill("tree_kill")
+        self._start(failpoints=f"{point}=1*crash")
+        self.armed, self.point = True, point
+        self.last = f"arm {point}"
+        self._each(Restart(kind=RestartKind.TREE_KILL))
+
+    def _crashed(self) -> None:
+        alive = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
+        if self.workers and not (self.workers & alive):
+            self.run.recorder.fault("crash", point=self.point, pids=sorted(self.workers))
+            self.armed = False
+            self._start(failpoints="")
+            for event in (Crash(point=self.point, worker_only=True), Start()):
+                self._each(event)
+
+    # --- refinement --------------------------------------------------------------------------------
+
+    def _finish(self, state: ModelState, work_ids: list[str]) -> ModelState | None:
+        """``state`` advanced by runtime progress alone: each of ``work_ids`` ran to completion."""
+        from recoverykit.model.events import TurnComplete
+        for work_id in work_ids:
+            try:
+                if state.open_turn(work_id) is None:
+                    self.turns += 1
+                    state = apply(state, Admit(work_id=work_id, turn_id=f"lt{self.turns}"))
+                state = apply(state, TurnComplete(work_id=work_id))
+            except ModelError:
+                return None
+        return state
+
+    def _refine(self, snap: dict[str, Any]) -> None:
+        items = {w["work_id"]: w for w in snap.get("work_items") or []}
+        for w in items.values():  # an indefinite submit resolved by what the runtime shows
+            for inp in w.get("inputs", []):
+                if inp["client_msg_id"] in self.indefinite:
+                    self.indefinite.pop(inp["client_msg_id"])
+                    self.work.append(w["work_id"])
+                    self._each(Submit(work_id=w["work_id"], text=inp["client_msg_id"]))
+        problems: list[tuple[str, str]] = []
+        kept = []
+        for state in self.candidates:
+            done = [w for w, it in state.work.items()
+                    if it.desired_state is DesiredState.RUN and items.get(w, {}).get("desired_state") == "done"]
+            advanced = self._finish(state, done)
+            found = self._compare(advanced or state, items)
+            if advanced is not None and not found:
+                kept.append(advanced)
+            elif found and not problems:
+                problems = found
+        if not kept:
+            clause_id, detail = problems[0]
+            raise Broke(clause_id, f"{detail} (after {self.last})")
+        self.candidates = kept
+
+    def _compare(self, state: ModelState, items: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+        out = []
+        for work_id, intent in state.work.items():
+            seen = items.get(work_id)
+            if seen is None:
+                out.append(("RI-01", f"acknowledged work item {work_id} is missing from the snapshot"))
+                continue
+            want, got = intent.desired_state.value, seen["desired_state"]
+            inputs = 1 + len(intent.unconsumed_messages)
+            if len(seen.get("inputs", [])) != inputs:
+                out.append(("INP-01", f"{work_id} holds {len(seen.get('inputs', []))} inputs, {inputs} acknowledged"))
+            if want == got:
+                continue
+            if want in ("paused", "cancelled"):
+                stop_all = intent.reason_code.value == "user_stopped_all"
+                out.append(("CTL-02" if stop_all else "RI-03", f"{work_id} desired_state is {got}; the user's "
+                            f"{'stop all' if stop_all else want} was acknowledged and never undone"))
+            elif want == "run":
+                restarted = self.last in {k.value for k in RestartKind} or self.last.startswith("arm")
+                cid = "CTL-01" if self.last == "reload" else "CTL-03" if restarted else "RI-08"
+                out.append((cid, f"{work_id} desired_state is {got}, but the user never stopped it"))
+            else:
+                out.append(("RI-04", f"{work_id} finished, yet its desired_state is now {got}"))
+        known = set(state.work) | set(self.work)
+        for work_id, seen in items.items():
+            pending = any(i["client_msg_id"] in self.indefinite for i in seen.get("inputs", []))
+            if work_id not in known and not pending:
+                out.append(("INP-02", f"{work_id} appeared though no submit for it was acknowledged"))
+        return out
+
+    @invariant()
+    def refines_the_model_and_keeps_history_clauses(self) -> None:
+        if self.armed:
+            self._crashed()
+        _, snap = self.run.settle(STEP_SETTLE_S)
+        self._refine(snap)
+        for result in check(self.run.evidence()):
+            if result.verdict is Verdict.INVALID:
+                raise Broke(result.clause_id, "", text=result.text)
+
+    def teardown(self) -> None:
+        cfg = self.config
+        try:
+            cfg.results.extend(check(self.run.evidence()))
+        finally:
+            self.run.close()
+
+
+# Short programs tried before random exploration, like Hypothesis' explicit examples: each is a bug
+# some runtime had (the track record), so a change is incomplete until every one still passes.
+SEED_PROGRAMS: tuple[tuple[tuple[str, dict[str, Any]], ...], ...] = (
+    (("submit", {"script": "lk-text"}), ("settle", {})),
+    (("submit", {"script": "lk-hold"}), ("pause", {"i": 0}), ("kill", {"kind": RestartKind.TREE_KILL})),
+    (("submit", {"script": "lk-unknown"}), ("kill", {"kind": RestartKind.TREE_KILL}), ("settle", {})),
+    (("submit", {"script": "lk-read"}), ("stop_all", {}), ("kill", {"kind": RestartKind.WORKER_KILL}),
+     ("settle", {})),
+)
+
+
+def _arg(value: Any) -> str:
+    return f"{type(value).__name__}.{value.name}" if isinstance(value, RestartKind) else repr(value)
+
+
+def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]], ...]) -> LockstepOutcome:
+    """Run one fixed program through the machine; a failure carries the program as Hypothesis prints it."""
+    from recoverykit.conformance.errors import ProtocolError
+
+    machine = make_machine(config)()
+    lines = [f"state = {type(machine).__name__}()"]
+    outcome = LockstepOutcome(Verdict.VALID, report=lines)
+    try:
+        machine.refines_the_model_and_keeps_history_clauses()
+        for name, kwargs in steps:
+            lines.append(f"state.{name}({', '.join(f'{k}={_arg(v)}' for k, v in kwargs.items())})")
+            getattr(machine, name)(**kwargs)
+            machine.refines_the_model_and_keeps_history_clauses()
+    except Broke as exc:
+        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
+    except ProtocolError as exc:
+        outcome.verdict, outcome.message = exc.verdict, str(exc)
+    finally:
+        lines.append("state.teardown()")
+        machine.teardown()
+    outcome.runs = [config.runs[-1]]
+    return outcome
+
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # bounded: seconds per adapter; what certify runs by default and the kit's CI uses
+    "ci": {"max_examples": 6, "stateful_step_count": 6},
+    # nightly: many more and longer programs
+    "thorough": {"max_examples": 200, "stateful_step_count": 20},
+}
+
+
+@dataclass
+class LockstepOutcome:
+    verdict: Verdict
+    clause_id: str | None = None
+    message: str = ""
+    report: list[str] = field(default_factory=list)  # the printed program and @reproduce_failure
+    results: list[ClauseResult] = field(default_factory=list)
+    runs: list[Path] = field(default_factory=list)
+
+    @property
+    def program(self) -> list[str]:
+        return [line for line in self.report if line.startswith("state") or "reproduce_failure" in line]
+
+
+def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | None = None,
+                 max_examples: int | None = None, database: Path | None = None) -> LockstepOutcome:
+    """Run the machine under a settings profile; a failure comes back shrunk, with its program."""
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import seed as fix_seed
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypothesis.reporting import with_reporter
+    from hypothesis.stateful import get_state_machine_test
+
+    from recoverykit.conformance.errors import ProtocolError
+
+    for program in SEED_PROGRAMS:
+        found = run_program(config, program)
+        if found.verdict is not Verdict.VALID:
+            found.results = list(config.results)
+            return found
+    limits = dict(PROFILES[profile])
+    if max_examples is not None:
+        limits["max_examples"] = max_examples
+    db = DirectoryBasedExampleDatabase(str(database)) if database is not None else None
+    chosen = settings(deadline=None, print_blob=True, database=db, derandomize=False,
+                      suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                      phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], **limits)
+    test = get_state_machine_test(make_machine(config), settings=chosen)
+    if seed is not None:
+        test = fix_seed(seed)(test)
+    report: list[str] = []
+    outcome = LockstepOutcome(Verdict.VALID, report=report)
+    try:
+        with with_reporter(report.append):
+            test()
+    except Broke as exc:
+        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
+        report.extend(_notes(exc))
+    except ProtocolError as exc:
+        outcome.verdict, outcome.message = exc.verdict, str(exc)
+        report.extend(_notes(exc))
+    outcome.results = list(config.results)
+    outcome.runs = list(config.runs)
+    if outcome.verdict is Verdict.VALID and not config.results:
+        outcome.verdict = Verdict.UNKNOWN
+    return outcome
+
+
+def _notes(exc: BaseException) -> list[str]:
+    """Hypothesis attaches the falsifying program and the reproduce blob as exception notes."""
+    lines: list[str] = []
+    for note in getattr(exc, "__notes__", []):
+        lines += note.splitlines()
+    return lines
