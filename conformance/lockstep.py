@@ -441,7 +441,6 @@ def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | Non
     from hypothesis.database import DirectoryBasedExampleDatabase
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import get_state_machine_test
-
     from recoverykit.conformance.errors import ProtocolError
 
     for program in SEED_PROGRAMS:
