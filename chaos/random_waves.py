@@ -61,8 +61,8 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
             env.release_holds(cut_provider=True)
             env.start_runtime()
         env.auto_release()
-        quiescent = env.quiesce(30.0)
         env.wait_pending()
+        quiescent = env.quiesce(30.0)
         env.observe(quiescent)
         clauses = check(Evidence(history=env.recorder.history, ledger=env.provider.records(), witness=env.witness(),
                                  observes=frozenset(s.value for s in init_ok.observes)))

@@ -134,8 +134,8 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         result["killed"] = outcome.killed
         env.auto_release()
         timings["restarted"] = time.monotonic() - t0
+        env.wait_pending()  # a submit released by the restart must land before quiescence means anything
         quiescent = env.quiesce(QUIESCE_S)
-        env.wait_pending()
         with_suppress_timeout(env)
         env.observe(quiescent)
         timings["recovered"] = time.monotonic() - t0

@@ -1,0 +1,126 @@
+"""Chaos benchmark: cycle time, whole systematic run with 1 and 2 workers, time to first detection.
+
+Prints figures; asserts nothing (speed targets live here, not in the tests). All measured in one run:
+
+1. the cost of two bare interpreter starts (``python -c pass``, median of N), the floor any restart
+   cycle pays: one start before the fault, one after;
+2. the median chaos cycle (start, run to the point, kill, restart, recover, verify) of a
+   representative case against the reference runtime, and its ratio to (1) (target: at most 2.5x);
+3. the wall time of the whole systematic run against the reference runtime with 1 and 2 workers;
+4. for each broken mini runtime (tests/adapters/mini_runtime.py --bug ...): systematic mode's time
+   and case count to the first detection, beside random mode's (seeded waves, capped).
+
+    python benchmarks/chaos_cycle.py [--cycles 5] [--waves 20] [--quick] [--skip-full]
+
+``--quick`` limits (3) to one scenario and three restart kinds, for a fast look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from recoverykit.chaos import random_waves, systematic
+from recoverykit.chaos.cases import enumerate_cases, not_implemented_reason, parse_case_id
+from recoverykit.chaos.runner import run_case
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI = ROOT / "tests" / "adapters" / "mini_runtime.py"
+CYCLE_CASE = "chat_unknown_write/tool.result.commit.before/1/tree_kill"
+BUGS = ("rerun_unknown", "sum_usage", "resume_paused")
+
+
+def bare_start(n: int) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def cycles(n: int, base: Path) -> list[dict]:
+    case = parse_case_id(CYCLE_CASE)
+    out = []
+    for _ in range(n):
+        result = run_case(case, None, base_dir=base)
+        assert result["status"] == "passed", result
+        out.append(result["timings"])
+    return out
+
+
+def full_run(workers: int, base: Path, quick: bool) -> dict:
+    select = {"scenarios": "chat_unknown_write", "kinds": "tree_kill,worker_kill,normal_exit"} if quick else {}
+    t0 = time.monotonic()
+    doc = systematic.run(None, workers=workers, out_dir=base / f"full-{workers}", **select)
+    return {"wall_s": time.monotonic() - t0, "cases": len(doc["cases"]), "verdict": doc["verdict"],
+            "statuses": doc["statuses"], "coverage": doc["coverage"]["percent"],
+            "leftovers": sum(len(c.get("leftovers") or []) for c in doc["cases"])}
+
+
+def systematic_first_detection(bug: str, base: Path) -> dict:
+    adapter = [sys.executable, str(MINI), "--bug", bug]
+    declared = systematic.declare(adapter, base)
+    t0, ran = time.monotonic(), 0
+    for case in enumerate_cases():
+        if not_implemented_reason(case, declared["failpoints"], declared["restart_kinds"], declared["profiles"]):
+            continue
+        ran += 1
+        result = run_case(case, adapter, base_dir=base)
+        if result["status"] == "failed":
+            return {"seconds": time.monotonic() - t0, "cases": ran, "case": case.id,
+                    "clause": result["violations"][0].split(":")[0]}
+    return {"seconds": time.monotonic() - t0, "cases": ran, "case": None, "clause": None}
+
+
+def random_first_detection(bug: str, waves: int, seed: int, base: Path) -> dict:
+    adapter = [sys.executable, str(MINI), "--bug", bug]
+    t0 = time.monotonic()
+    results = random_waves.run_waves(waves, seed, adapter, base_dir=base, stop_at_first=True)
+    failed = [r for r in results if r["status"] == "failed"]
+    return {"seconds": time.monotonic() - t0, "waves": len(results), "detected": bool(failed),
+            "clause": failed[0]["violations"][0].split(":")[0] if failed else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cycles", type=int, default=5)
+    parser.add_argument("--waves", type=int, default=20, help="cap on random waves per broken runtime")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip-full", action="store_true", help="skip the whole systematic runs (3)")
+    ns = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="rk-bench-chaos-"))
+    bare = bare_start(11)
+    timings = cycles(ns.cycles, base)
+    cycle = statistics.median(t["total"] for t in timings)
+    print(f"two bare interpreter starts: {2 * bare * 1000:.1f} ms "
+          f"(median of 11 `python -c pass`: {bare * 1000:.1f} ms)")
+    print(f"chaos cycle ({CYCLE_CASE}), median of {ns.cycles}: {cycle * 1000:.0f} ms; "
+          f"ratio to two bare starts: {cycle / (2 * bare):.1f}x (target <= 2.5x)")
+    for phase in ("started", "reached", "restarted", "recovered", "verified"):
+        print(f"  median time to {phase:<9}: {statistics.median(t[phase] for t in timings) * 1000:7.0f} ms")
+    if not ns.skip_full:
+        for workers in (1, 2):
+            f = full_run(workers, base, ns.quick)
+            print(f"whole systematic run{' (quick subset)' if ns.quick else ''}, {workers} worker(s): "
+                  f"{f['wall_s']:.1f} s for {f['cases']} cases; verdict {f['verdict']} {f['statuses']}; "
+                  f"coverage {f['coverage']} %; leftover processes {f['leftovers']}")
+    print(f"time to first detection (broken mini runtimes; random capped at {ns.waves} waves, seed {ns.seed}):")
+    for bug in BUGS:
+        s = systematic_first_detection(bug, base)
+        r = random_first_detection(bug, ns.waves, ns.seed, base)
+        random_text = (f"{r['seconds']:.1f} s, wave {r['waves']} ({r['clause']})" if r["detected"]
+                       else f"not detected in {r['waves']} waves ({r['seconds']:.1f} s)")
+        print(f"  --bug {bug:<14} systematic: {s['seconds']:.1f} s, case {s['cases']} ({s['clause']}: {s['case']}); "
+              f"random: {random_text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
