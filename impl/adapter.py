@@ -44,6 +44,7 @@ class Adapter:
         self.ids = itertools.count(1)
         self.cfg: Config | None = None
         self.runtime: Runtime | None = None
+        self.in_flight = 0  # user controls forwarded and not yet answered: the runtime is not quiescent
 
     # --- wire ------------------------------------------------------------------------------------
 
@@ -151,6 +152,15 @@ class Adapter:
     # --- user controls ---------------------------------------------------------------------------
 
     def _control(self, body: dict) -> dict:
+        with self.lock:
+            self.in_flight += 1
+        try:
+            return self._forward(body)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _forward(self, body: dict) -> dict:
         path = self.cfg.run_dir / "control.sock"
         try:
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -206,8 +216,9 @@ class Adapter:
                 left = observe.pending(self.cfg.path)
             except Exception as exc:  # storage unreadable: not quiescent, and say so
                 raise OpError("temporarily_unavailable", f"cannot read the runtime's state: {exc}", True) from exc
-            if not left or time.monotonic() >= deadline:
-                return {"quiescent": not left, "pending": [{"work_id": p["work_id"], "status": p["status"]}
+            busy = bool(left) or self.in_flight > 0  # a submit in flight may queue work any moment
+            if not busy or time.monotonic() >= deadline:
+                return {"quiescent": not busy, "pending": [{"work_id": p["work_id"], "status": p["status"]}
                                                            for p in left]}
             time.sleep(0.05)
 
