@@ -8,7 +8,6 @@ waits for each hit and releases it, over the real Unix socket.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import threading
@@ -35,8 +34,7 @@ def unarmed_ns(calls: int) -> tuple[float, float, float]:
 
 def round_trip_us(pauses: int) -> list[float]:
     with tempfile.TemporaryDirectory(prefix="rkb-") as run_dir, FailpointBroker(run_dir) as broker:
-        os.environ[client.ENV_FAILPOINT_SOCKET] = broker.path
-        client.reload({client.ENV_FAILPOINTS: "bench.point=pause"})
+        client.reload({client.ENV_FAILPOINTS: "bench.point=pause", client.ENV_FAILPOINT_SOCKET: broker.path})
 
         def kit() -> None:
             last = 0
@@ -54,7 +52,6 @@ def round_trip_us(pauses: int) -> list[float]:
             durations.append((time.perf_counter() - start) * 1e6)
         releaser.join()
         client.reload({})
-        del os.environ[client.ENV_FAILPOINT_SOCKET]
         return durations
 
 

@@ -2,7 +2,8 @@
 
 A runtime calls ``failpoint("tool.result.commit.before", work_id)`` at each interruption point it
 implements. The points armed by ``RECOVERYKIT_FAILPOINTS`` are parsed once, at import; an unarmed
-point then costs one dictionary lookup. When a point fires:
+point then costs one dictionary lookup. Hits are counted per process (a forked child starts again
+from the spec, as an exec'd one does). When a point fires:
 
 - ``off``: nothing happens (the hit is still counted);
 - ``sleep(ms)``: report the hit to the broker (no answer awaited), then sleep;
@@ -76,28 +77,32 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def _load(environ=os.environ) -> dict[str, _Point]:
-    return {name: _Point(name, [list(t) for t in terms])
-            for name, terms in parse(environ.get(ENV_FAILPOINTS, "")).items()}
+def _load(text: str) -> dict[str, _Point]:
+    return {name: _Point(name, [list(t) for t in terms]) for name, terms in parse(text).items()}
 
 
-_ARMED: dict[str, _Point] = _load()
+_SPEC: str = os.environ.get(ENV_FAILPOINTS, "")
+_SOCKET: str | None = os.environ.get(ENV_FAILPOINT_SOCKET) or None
+_ARMED: dict[str, _Point] = _load(_SPEC)
 _LOCK = threading.Lock()
 
 
+def reload(environ=os.environ) -> None:
+    """Re-read both variables (for tests, and for runtimes that set them after import)."""
+    global _SPEC, _SOCKET, _ARMED
+    _SPEC, _SOCKET = environ.get(ENV_FAILPOINTS, ""), environ.get(ENV_FAILPOINT_SOCKET) or None
+    _ARMED = _load(_SPEC)
+
+
 def _after_fork() -> None:
-    global _LOCK
-    _LOCK = threading.Lock()  # another thread may have held it at fork time; the child has no such thread
+    # Hits are counted per process: a forked child starts from the spec, like an exec'd one, and gets
+    # a fresh lock (another thread may have held the parent's at fork time).
+    global _ARMED, _LOCK
+    _ARMED, _LOCK = _load(_SPEC), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
-
-
-def reload(environ=os.environ) -> None:
-    """Re-read the environment (for tests and for runtimes that set it after import)."""
-    global _ARMED
-    _ARMED = _load(environ)
 
 
 def failpoint(point: str, work_id: str | None = None) -> None:
@@ -141,7 +146,7 @@ def _fire(armed: _Point, work_id: str | None) -> None:
 
 def _report(report: dict, wait: bool) -> str:
     """Send one hit; for a pause, block for the broker's answer. Returns the resume action."""
-    path = os.environ.get(ENV_FAILPOINT_SOCKET)
+    path = _SOCKET
     line = (json.dumps(report) + "\n").encode()
     if not path:
         sys.stderr.write(f"failpoint hit with no {ENV_FAILPOINT_SOCKET}: {line.decode()}")

@@ -100,3 +100,28 @@ def test_unarmed_points_do_nothing(spawner, short_dir, spec):  # noqa: F811
         proc = spawner.python(RUNTIME, env=env, stdout=subprocess.PIPE, text=True)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0 and out.endswith("done\n") and broker.hits() == []
+
+
+FORKING = """
+import os
+from recoverykit.chaos.failpoint_client import failpoint
+failpoint("tool.dispatch.after", "before-fork")      # hit 1 in the parent: off
+child = os.fork()
+if child == 0:
+    failpoint("tool.dispatch.after", "child")         # hit 1 in the child: off again
+    os._exit(0)
+os.waitpid(child, 0)
+failpoint("tool.dispatch.after", "parent")            # hit 2 in the parent: pause
+print("released", flush=True)
+"""
+
+
+def test_hits_are_counted_per_process_across_fork(spawner, short_dir):  # noqa: F811
+    with FailpointBroker(short_dir) as broker:
+        env = spawner.env(**arm_env({"tool.dispatch.after": "1*off->1*pause"}, socket_path=broker.path))
+        proc = spawner.python(FORKING, env=env, stdout=subprocess.PIPE, text=True)
+        hit = broker.wait_for_hit("tool.dispatch.after", timeout=30)
+        assert (hit.pid, hit.hit, hit.work_id) == (proc.pid, 2, "parent")
+        broker.release(hit)
+        out, _ = proc.communicate(timeout=30)
+        assert out == "released\n" and len(broker.hits()) == 1
