@@ -160,7 +160,7 @@ class Worker:
             if pending:
                 run_call(ctx, item, gen, pending[0])
                 continue
-            if provider_step(ctx, item, turn, gen):
+            if answered(ctx, item["work_id"]) or provider_step(ctx, item, turn, gen):
                 finish(ctx, item, turn, gen)
                 self._project()
                 return
@@ -194,6 +194,13 @@ class Worker:
 
     def _wake_others(self) -> None:
         wake_all(self.cfg.run_dir, exclude=self.wake_path)
+
+
+def answered(ctx: Ctx, work_id: str) -> bool:
+    """The request's answer is already committed (e.g. it arrived just after a Pause): finish, ask nothing."""
+    last = one(ctx.db, "SELECT role, tool_calls FROM messages WHERE work_id=? AND origin<>'recovery_notice'"
+                       " ORDER BY msg_seq DESC LIMIT 1", (work_id,))
+    return last is not None and last["role"] == "assistant" and not last["tool_calls"]
 
 
 def wake_all(run_dir: Path, exclude: Path | None = None) -> None:

@@ -147,3 +147,26 @@ def test_after_an_unknown_outcome_only_safe_tools_run(harness_factory):
     assert [t.status for t in snap.turns] == ["interrupted", "completed"]
     log = h.executions()
     assert log.count("t1.0.1.0") == 1 and log.count("t1.1.1.0") == 0 and log.count("t1.1.1.1") == 1
+
+
+def test_an_answer_arriving_after_pause_does_not_continue_and_resume_asks_nothing_again(harness_factory):
+    script = {"scripts": [{"id": "t1", "steps": [
+        {"text": "done", "faults": [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]}]}]}
+    h = harness_factory(script)
+    h.start()
+    ack = _submit(h)
+    held = h.provider.wait_for_held(20)
+    h.call("pause", work_id=ack.work_id)
+    h.provider.release(held)
+    h.quiesce()
+    h.call("restart", kind="normal_exit", failpoints=None, clock_offset_s=None, host_id=None)
+    assert h.quiesce().quiescent
+    (item,) = h.observe().work_items
+    assert (item.status, item.desired_state, item.reason_code) == ("paused", "paused", "user_paused")
+    h.call("resume", work_id=ack.work_id)
+    assert h.quiesce().quiescent
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    assert [t.status for t in snap.turns] == ["interrupted", "completed"]
+    assert len([r for r in h.ledger() if r["event"] == "request"]) == 1  # the committed answer was used
+    h.check_invariants(snap)
