@@ -55,6 +55,7 @@ class Scenario:
     hits: dict[str, int] = field(default_factory=dict)  # point -> times the scenario reaches it
     kinds: tuple[RestartKind, ...] | None = None  # None: every kind
     during: str | None = None  # a user action taken while held: pause, end, input
+    double_start: bool = False  # after a kill, two starts race: a repeated notification must admit once
     clauses: tuple[str, ...] = ()
     profile: Profile = Profile.CHAT_CORE
 
@@ -103,8 +104,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("sessions_together", "three sessions recover together: fair queueing, shared quota, one owner each",
              sessions=("a", "b", "c"), tool="probe_read",
              hits={"provider.request.inflight": 1, "tool.result.commit.before": 1, "recovery.claim.after": 1},
-             kinds=(RestartKind.WORKER_KILL, RestartKind.TREE_KILL, RestartKind.NORMAL_EXIT),
-             clauses=("FA-12", "FA-13")),
+             kinds=(RestartKind.WORKER_KILL, RestartKind.TREE_KILL, RestartKind.NORMAL_EXIT), double_start=True,
+             clauses=("FA-12", "FA-13", "REC-06")),
     Scenario("pause_then_restart", "the user pauses while a request is in flight or a result uncommitted, then "
              "the runtime restarts: paused work must stay paused", sessions=("s1",),
              hits={"provider.request.inflight": 1, "tool.result.commit.before": 1}, during="pause",

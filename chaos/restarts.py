@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from recoverykit.chaos import killer
 from recoverykit.chaos.broker import FailpointNotHit
-from recoverykit.chaos.case_env import HOST_B, CaseEnv
+from recoverykit.chaos.case_env import HOST_A, HOST_B, CaseEnv
 from recoverykit.chaos.cases import Case
 from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RestartKind
 from recoverykit.model.errors import RecoveryKitError
@@ -96,13 +96,25 @@ def wait_point_or_quiet(env: CaseEnv, point: str, timeout: float) -> bool:
     return False
 
 
-def perform(env: CaseEnv, case: Case) -> RestartOutcome:
+def _start_twice(env: CaseEnv) -> None:
+    """Two starts in flight at once: two recoverers race for the same work (a repeated notification)."""
+    first, second = (env.request_async("start", failpoints="", clock_offset_s=0.0, host_id=HOST_A) for _ in "12")
+    for thread in (first, second):
+        thread.join(env.client.slow_timeout_s)
+    if not all("reply" in t.result for t in (first, second)):  # type: ignore[attr-defined]
+        raise RecoveryKitError("a doubled start did not complete; see history.jsonl")
+
+
+def perform(env: CaseEnv, case: Case, double_start: bool = False) -> RestartOutcome:
     kind = RestartKind(case.kind)
     out = RestartOutcome()
     if kind is RestartKind.WORKER_KILL:
         out.killed = worker_kill(env)
         _after_kill(env)
-        env.start_runtime()
+        if double_start:
+            _start_twice(env)
+        else:
+            env.start_runtime()
     elif kind in (RestartKind.TREE_KILL, RestartKind.LONG_DOWNTIME, RestartKind.HOST_IDENTITY_CHANGE):
         out.killed = tree_kill(env, kind.value)
         _after_kill(env)
@@ -111,6 +123,8 @@ def perform(env: CaseEnv, case: Case) -> RestartOutcome:
             env.start_runtime(clock_offset_s=LONG_DOWNTIME_S)
         elif kind is RestartKind.HOST_IDENTITY_CHANGE:
             env.start_runtime(host_id=HOST_B)
+        elif double_start:
+            _start_twice(env)
         else:
             env.start_runtime()
     elif kind is RestartKind.CRASH_DURING_RECOVERY:

@@ -129,7 +129,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             acked = [d.value["work_id"] for i, d in env.recorder.history.completions()
                      if i.f == "submit" and d is not None and d.type == "ok"]
             _during(env, scenario.during, acked, case.scenario)
-        outcome = restarts.perform(env, case)
+        outcome = restarts.perform(env, case, scenario.double_start)
         result["second_reached"] = outcome.second_reached
         result["killed"] = outcome.killed
         env.auto_release()
