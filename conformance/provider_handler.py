@@ -144,7 +144,7 @@ class Handler(BaseHTTPRequestHandler):
         stream = step.stream if step.stream is not None else bool(body.get("stream"))
         calls = tool_calls_of(plan)
         tokens = [json.loads(c["function"]["arguments"])["probe_token"] for c in calls]
-        outcome = {"seq": plan.seq, "request_id": plan.request_id, "status": 200, "delivered": False,
+        outcome = {"seq": plan.seq, "request_id": plan.request_id, "status": 200, "stream": stream, "delivered": False,
                    "chunks_sent": 0, "usage_billed": step.usage.as_openai(), "usage_reported": None,
                    "probe_tokens": tokens, "cut": None}
         try:

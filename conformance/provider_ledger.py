@@ -8,7 +8,7 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
   ``X-Request-Id`` header when sent, else generated; ``attempt`` counts requests for the same
   script step, from 1);
 - ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
-- ``{"event": "response", "seq", "time", "request_id", "status", "delivered", "chunks_sent",
+- ``{"event": "response", "seq", "time", "request_id", "status", "stream", "delivered", "chunks_sent",
   "usage_billed", "usage_reported", "probe_tokens", "cut"}``: ``delivered`` is true only when the
   whole response (for a stream, through ``data: [DONE]``) was written; ``usage_billed`` is what the
   provider charges (the step's usage for any non-error reply, even one cut off); ``usage_reported``

@@ -187,3 +187,18 @@ def test_a_provider_tool_call_is_attributed_by_its_probe_token(tmp_path):
             proc.wait()
     with pytest.raises(TimeoutError):
         wait_for_execution(tmp_path / "w.jsonl", "attr.0.1.0", timeout=0.05, finished=True)
+
+
+def test_a_detached_probe_leads_its_own_session(tmp_path):
+    witness = tmp_path / "w.jsonl"
+    tool = probe_tool("probe_unknown", "unknown", witness)
+    proc = subprocess.Popen([*tool.argv, json.dumps({"probe_token": "d", "detach": True, "sleep_s": 60})],
+                            stdout=subprocess.DEVNULL)
+    try:
+        from recoverykit.conformance.witness import wait_for_execution
+
+        running = wait_for_execution(witness, "d", timeout=30)
+        assert os.getsid(running.pid) == running.pid != os.getsid(0)
+    finally:
+        kill(proc.pid)
+        proc.wait()
