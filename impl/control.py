@@ -9,6 +9,7 @@ After every accepted control the workers are woken through their datagram socket
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ import sqlite_utils
 from .config import Config
 from .failpoints import failpoint
 from .schema import connect
-from .store import emit, now, one, rows, set_status, tx
+from .store import emit, now, one, process_alive, rows, set_status, tx
 from .worker import wake_all
 
 log = logging.getLogger("recoverykit.impl.control")
@@ -86,7 +87,24 @@ def control(db: sqlite_utils.Database, op: str, work_id: str) -> dict:
         db.conn.execute("INSERT INTO controls (work_id, op, control_version, at) VALUES (?,?,?,?)",
                         (work_id, op, cv, now()))
         set_status(db, work_id, status, reason, text, actions, **extra)
+    if op == "end":
+        cancel_tools(db, work_id)
     return {"work_id": work_id, "control_version": cv}
+
+
+def cancel_tools(db: sqlite_utils.Database, work_id: str) -> None:
+    """End cancels the item's running tool children explicitly (a running shell is never taken as stopped).
+
+    Each shim leads its own process group, so the tool under it goes too; the worker then records the
+    call's outcome as unknown, since the cancelled tool may have done part of its effect.
+    """
+    for call in rows(db, "SELECT call_id, pid, create_time FROM tool_calls WHERE work_id=? AND status='dispatched'",
+                     (work_id,)):
+        if process_alive(call["pid"], call["create_time"]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(call["pid"], signal.SIGKILL)
+            with tx(db):
+                emit(db, work_id, "tool_cancelled", call_id=call["call_id"], pid=call["pid"])
 
 
 def stop_all(db: sqlite_utils.Database) -> dict:

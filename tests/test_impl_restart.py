@@ -170,3 +170,20 @@ def test_an_answer_arriving_after_pause_does_not_continue_and_resume_asks_nothin
     assert [t.status for t in snap.turns] == ["interrupted", "completed"]
     assert len([r for r in h.ledger() if r["event"] == "request"]) == 1  # the committed answer was used
     h.check_invariants(snap)
+
+
+def test_end_cancels_a_running_tool_explicitly(harness_factory):
+    h = harness_factory(tool_then_text(sleep_s=30))
+    h.start()
+    ack = _submit(h)
+    deadline = time.monotonic() + 20
+    while not (h.executions() and h.executions().count("t1.0.1.0")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    h.call("end", work_id=ack.work_id)
+    assert h.quiesce().quiescent
+    snap = h.observe()
+    assert (snap.work_items[0].status, snap.work_items[0].reason_code) == ("cancelled", "user_cancelled")
+    (call,) = snap.tool_calls
+    assert call.status == "outcome_unknown"  # cancelled mid-effect: it may have done part of it
+    assert not [p for p in h.call("processes").processes if p.role == "tool"]
+    assert not h.executions().by_token("t1.0.1.0")[0].done
