@@ -251,7 +251,7 @@ _CHAT = Profile.CHAT_CORE
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("chat_read_tool", "ordinary chat with a read-only tool", _CHAT,
              (script("read", tool_step("probe_read", {"output": "readme"}), text_step()),), ("probe_read",),
-             ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05", "REC-06", "OWN-02", "OWN-06"),
+             ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05", "REC-06"),
              drive_read_tool),
     Scenario("chat_unknown_write", "chat with an unknown-effect write, crash before its result is committed", _CHAT,
              (script("write", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),

@@ -1,0 +1,95 @@
+"""Failure bundles: everything one failing case leaves, in a layout ``recoverykit check`` re-reads.
+
+A bundle is a directory (docs/certify.md#bundle-format)::
+
+    bundle.json            seed, kit and adapter versions, case, verdict, clause results, program,
+                           the replay command, the observed sections
+    history.jsonl          the kit's operation history (invoke / ok / fail / info, observations, faults)
+    provider-ledger.jsonl  every provider request and response (the usage ground truth)
+    witness.jsonl          every real probe tool execution
+    adapter.messages.jsonl every protocol line both ways; adapter.stderr.log: the adapter's logs
+    data/                  a copy of the runtime's data directory at the end of the run
+    program.txt            (lockstep) the shrunk program of rules and its @reproduce_failure line
+
+Like etcd's stored robustness reports, a bundle is evidence that can be judged again later by a
+newer checker, independently of the runtime that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, check
+from recoverykit.conformance.history import load_history
+from recoverykit.conformance.provider_ledger import read_ledger
+from recoverykit.conformance.witness import read_witness
+from recoverykit.model.catalogue import Verdict
+from recoverykit.model.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from recoverykit.conformance.certify import Case, Certification
+
+FILES = ("history.jsonl", "provider-ledger.jsonl", "witness.jsonl", "adapter.messages.jsonl", "adapter.stderr.log")
+MANIFEST = "bundle.json"
+
+
+def write_bundle(cert: Certification, case: Case) -> Path:
+    """Copy the case's (last) run into ``<out>/bundles/<case>`` with a manifest; return the folder."""
+    from recoverykit import __version__
+    target = cert.out / "bundles" / case.name
+    target.mkdir(parents=True, exist_ok=True)
+    run_dir = case.run_dirs[-1]
+    for name in FILES:
+        if (run_dir / name).exists():
+            shutil.copy2(run_dir / name, target / name)
+    if (run_dir / "data").exists():
+        shutil.copytree(run_dir / "data", target / "data", dirs_exist_ok=True, ignore_dangling_symlinks=True,
+                        ignore=shutil.ignore_patterns("*.sock"))
+    if case.program:
+        (target / "program.txt").write_text("\n".join(case.program) + "\n")
+    manifest = {
+        "case": case.name, "kind": case.kind, "verdict": case.verdict.value, "message": case.message,
+        "seed": cert.seed, "kit_version": __version__, "adapter": {"command": cert.adapter, **cert.adapter_info},
+        "observes": sorted(_observes(run_dir)), "clauses": list(case.clauses),
+        "results": [r.as_dict() for r in case.results], "program": case.program,
+        "replay": cert.replay_command(case.name), "run_dir": str(run_dir),
+    }
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return target
+
+
+def _observes(run_dir: Path) -> set[str]:
+    """The sections the adapter declared, read back from its init_ok line."""
+    path = run_dir / "adapter.messages.jsonl"
+    if not path.exists():
+        return set()
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("dir") == "received" and '"init_ok"' in record.get("line", ""):
+            return set(json.loads(record["line"]).get("observes", []))
+    return set()
+
+
+def load_evidence(bundle: str | Path) -> tuple[Evidence, dict[str, Any]]:
+    folder = Path(bundle)
+    if not (folder / "history.jsonl").exists():
+        raise InvalidArgument(f"{folder} is not a recoverykit bundle: it has no history.jsonl (a bundle is a folder "
+                              "under <out>/bundles/ written by `recoverykit certify`)")
+    manifest = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).exists() else {}
+    ledger = read_ledger(folder / "provider-ledger.jsonl") if (folder / "provider-ledger.jsonl").exists() else []
+    witness = read_witness(folder / "witness.jsonl") if (folder / "witness.jsonl").exists() else None
+    history = load_history(folder / "history.jsonl")
+    return Evidence(history, ledger, witness, frozenset(manifest.get("observes", []))), manifest
+
+
+def recheck(bundle: str | Path) -> tuple[Verdict, list[ClauseResult]]:
+    """The history checker on a stored bundle: invalid if any clause broke, valid if any held, else unknown."""
+    evidence, _ = load_evidence(bundle)
+    results = check(evidence)
+    verdicts = {r.verdict for r in results}
+    if Verdict.INVALID in verdicts:
+        return Verdict.INVALID, results
+    return (Verdict.VALID if Verdict.VALID in verdicts else Verdict.UNKNOWN), results

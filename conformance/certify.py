@@ -1,0 +1,238 @@
+"""``certify``: the pipeline, in one short function, and the verdict it ends in.
+
+    scenarios (one run each) -> lockstep machine (bounded examples) -> history checker on every run
+    -> per-clause verdicts -> results.json, junit.xml, a bundle per failing case -> exit code
+
+A clause nobody exercised is unknown; a clause of a profile the adapter did not declare is not
+applicable; a REQUIRED clause (one the chat-core scenarios exercise, ``scenarios.required_clauses``)
+that ends unknown makes the whole verdict unknown: missing evidence is never a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recoverykit.conformance.bundle import write_bundle
+from recoverykit.conformance.checker import ClauseResult, check
+from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
+from recoverykit.conformance.errors import OperationFailed, ProtocolError
+from recoverykit.conformance.junit import write_junit
+from recoverykit.conformance.lockstep import LockstepConfig, run_lockstep
+from recoverykit.conformance.scenarios import SCENARIOS, Scenario, required_clauses
+from recoverykit.model.catalogue import Profile, Verdict
+from recoverykit.model.errors import InvalidArgument, RecoveryKitError
+
+Progress = Callable[[str, str], None]  # (case name, what happened: "start" / a verdict value)
+
+
+def default_adapter() -> str:
+    """The bundled reference runtime, started with this very interpreter."""
+    return f"{shlex.quote(sys.executable)} -m recoverykit.impl"
+
+
+@dataclass
+class Options:
+    adapter: str | None = None
+    profiles: tuple[str, ...] = (Profile.CHAT_CORE.value,)
+    seed: int | None = None
+    out: Path | None = None
+    examples: int | None = None
+    settings_profile: str = "ci"
+    only: tuple[str, ...] = ()  # scenario ids and/or "lockstep"; empty: everything
+    broker_factory: BrokerFactory | None = None
+    progress: Progress | None = None
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str  # scenario / lockstep
+    verdict: Verdict
+    clauses: tuple[str, ...] = ()
+    results: list[ClauseResult] = field(default_factory=list)
+    message: str = ""
+    program: list[str] = field(default_factory=list)
+    run_dirs: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+    bundle: Path | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "verdict": self.verdict.value, "clauses": list(self.clauses),
+                "message": self.message, "program": self.program, "seconds": round(self.seconds, 3),
+                "run_dirs": [str(p) for p in self.run_dirs], "bundle": str(self.bundle) if self.bundle else None,
+                "results": [r.as_dict() for r in self.results]}
+
+
+@dataclass
+class Certification:
+    adapter: str
+    out: Path
+    seed: int
+    profiles: tuple[str, ...]
+    required: frozenset[str]
+    declared: set[str] = field(default_factory=set)
+    adapter_info: dict[str, Any] = field(default_factory=dict)
+    cases: list[Case] = field(default_factory=list)
+    clauses: dict[str, Verdict] = field(default_factory=dict)
+    verdict: Verdict = Verdict.UNKNOWN
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    def replay_command(self, case: str | None = None) -> str:
+        parts = ["recoverykit", "certify", "--adapter", self.adapter, "--seed", str(self.seed)]
+        if case:
+            parts += ["--only", case]
+        return shlex.join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        from recoverykit import __version__
+        return {"verdict": self.verdict.value, "exit_code": self.exit_code, "kit_version": __version__,
+                "adapter": {"command": self.adapter, **self.adapter_info, "profiles": sorted(self.declared)},
+                "seed": self.seed, "profiles": list(self.profiles), "required": sorted(self.required),
+                "clauses": {c: {"verdict": v.value, "required": c in self.required}
+                            for c, v in sorted(self.clauses.items())},
+                "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
+                "replay": self.replay_command()}
+
+
+def certify(options: Options) -> Certification:
+    """Run every applicable scenario and the lockstep machine against one adapter; write the results."""
+    started = time.monotonic()
+    for p in options.profiles:
+        if p not in {x.value for x in Profile}:
+            raise InvalidArgument(f"--profile {p!r} is not a profile of the contract; use one of "
+                                  f"{', '.join(x.value for x in Profile)}")
+    out = Path(options.out) if options.out else Path(tempfile.mkdtemp(prefix="rk-certify-"))
+    out.mkdir(parents=True, exist_ok=True)
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+    required = frozenset().union(*(required_clauses(p) for p in options.profiles))
+    cert = Certification(options.adapter or default_adapter(), out, seed, options.profiles, required)
+    for scenario in SCENARIOS:
+        if not options.only or scenario.id in options.only:
+            cert.cases.append(_scenario_case(cert, scenario, options))
+    if (not options.only or "lockstep" in options.only) and (not cert.declared or "chat_core" in cert.declared):
+        cert.cases.append(_lockstep_case(cert, options))
+    cert.clauses = judge(cert)
+    cert.verdict = verdict_of(cert.clauses, required)
+    for case in cert.cases:
+        if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN) and case.run_dirs:
+            case.bundle = write_bundle(cert, case)
+    cert.seconds = time.monotonic() - started
+    (out / "results.json").write_text(json.dumps(cert.as_dict(), indent=2) + "\n")
+    write_junit(cert, out / "junit.xml")
+    return cert
+
+
+def _tell(options: Options, name: str, what: str) -> None:
+    if options.progress is not None:
+        options.progress(name, what)
+
+
+def _scenario_case(cert: Certification, scenario: Scenario, options: Options) -> Case:
+    case = Case(scenario.id, "scenario", Verdict.NOT_APPLICABLE, scenario.clauses)
+    if cert.declared and not scenario.applies(cert.declared):
+        case.message = f"profile {scenario.profile.value} not declared by the adapter"
+        _tell(options, scenario.id, case.verdict.value)
+        return case
+    _tell(options, scenario.id, "start")
+    began = time.monotonic()
+    run_dir = make_run_dir(cert.out / "runs", scenario.id)
+    case.run_dirs.append(run_dir)
+    try:
+        with Run(cert.adapter, run_dir, scenario.provider_script(), broker_factory=options.broker_factory) as run:
+            cert.declared = run.profiles
+            cert.adapter_info = {"name": run.init_ok.name, "version": run.init_ok.version,
+                                 "protocol_version": run.init_ok.protocol_version}
+            if not scenario.applies(run.profiles):
+                case.message = f"profile {scenario.profile.value} not declared by the adapter"
+                case.run_dirs.clear()
+            else:
+                try:
+                    case.results = scenario.drive(run)
+                except (ProtocolError, OperationFailed, RecoveryKitError, TimeoutError) as exc:
+                    case.message = f"the scenario could not finish: {exc}"
+                case.results += check(run.evidence())
+    except (ProtocolError, OperationFailed) as exc:
+        case.message = str(exc)
+        if getattr(exc, "verdict", None) is Verdict.INVALID:  # a protocol break is a defect of the adapter
+            case.results.append(ClauseResult("protocol", Verdict.INVALID, str(exc)))
+    case.verdict = _case_verdict(case)
+    case.seconds = time.monotonic() - began
+    _tell(options, scenario.id, case.verdict.value)
+    return case
+
+
+def _case_verdict(case: Case) -> Verdict:
+    if case.message.startswith("profile "):
+        return Verdict.NOT_APPLICABLE
+    verdicts = {r.clause_id: r.verdict for r in case.results if r.clause_id in case.clauses or
+                r.verdict is Verdict.INVALID}
+    if Verdict.INVALID in verdicts.values() or any(r.verdict is Verdict.INVALID for r in case.results):
+        bad = next(r for r in case.results if r.verdict is Verdict.INVALID)
+        case.message = case.message or bad.text
+        return Verdict.INVALID
+    judged = {r.clause_id for r in case.results if r.verdict is Verdict.VALID}
+    missing = [c for c in case.clauses if c not in judged]
+    if missing or case.message:
+        case.message = case.message or f"not judged: {', '.join(missing)}"
+        return Verdict.UNKNOWN
+    return Verdict.VALID
+
+
+def _lockstep_case(cert: Certification, options: Options) -> Case:
+    _tell(options, "lockstep", "start")
+    began = time.monotonic()
+    config = LockstepConfig(cert.adapter, out=cert.out / "runs", broker_factory=options.broker_factory)
+    outcome = run_lockstep(config, profile=options.settings_profile, seed=cert.seed, max_examples=options.examples,
+                           database=cert.out / "hypothesis-db")
+    clauses = (outcome.clause_id,) if outcome.clause_id else ()
+    case = Case("lockstep", "lockstep", outcome.verdict, clauses, list(outcome.results), outcome.message,
+                outcome.program, outcome.runs[-1:] if outcome.verdict is not Verdict.VALID else [])
+    if outcome.clause_id:
+        case.results.append(ClauseResult(outcome.clause_id, Verdict.INVALID, outcome.message,
+                                         tuple(outcome.program)))
+    case.seconds = time.monotonic() - began
+    _tell(options, "lockstep", case.verdict.value)
+    return case
+
+
+def judge(cert: Certification) -> dict[str, Verdict]:
+    """Per clause over every case: any invalid is invalid, else any valid is valid, else unknown."""
+    out: dict[str, Verdict] = {}
+    for case in cert.cases:
+        if case.verdict is Verdict.NOT_APPLICABLE:
+            for c in case.clauses:
+                out.setdefault(c, Verdict.NOT_APPLICABLE)
+            continue
+        for r in case.results:
+            now = out.get(r.clause_id)
+            if r.verdict is Verdict.INVALID or now is Verdict.INVALID:
+                out[r.clause_id] = Verdict.INVALID
+            elif r.verdict is Verdict.VALID or now is Verdict.VALID:
+                out[r.clause_id] = Verdict.VALID
+            else:
+                out[r.clause_id] = Verdict.UNKNOWN
+    for c in cert.required:
+        if out.get(c) in (None, Verdict.NOT_APPLICABLE):
+            out[c] = Verdict.UNKNOWN  # required but never exercised: no evidence, no pass
+    return out
+
+
+def verdict_of(clauses: dict[str, Verdict], required: frozenset[str]) -> Verdict:
+    if Verdict.INVALID in clauses.values():
+        return Verdict.INVALID
+    if any(clauses.get(c) is not Verdict.VALID for c in required):
+        return Verdict.UNKNOWN
+    return Verdict.VALID

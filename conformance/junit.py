@@ -1,0 +1,50 @@
+"""JUnit XML for CI systems: one test case per scenario and one for the lockstep machine.
+
+Mapping: valid passes; invalid is a ``<failure>`` (the clause's definition and the reproduction);
+unknown is an ``<error>`` of type ``unknown`` (missing evidence is not a pass, and not a proven
+failure either); not applicable is ``<skipped>`` with the reason "profile not declared".
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recoverykit.model.catalogue import Verdict
+
+if TYPE_CHECKING:
+    from recoverykit.conformance.certify import Certification
+
+
+def junit_tree(cert: Certification) -> ET.ElementTree:
+    counts = {v: sum(1 for c in cert.cases if c.verdict is v) for v in Verdict}
+    suite = ET.Element("testsuite", {
+        "name": f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)}",
+        "tests": str(len(cert.cases)), "failures": str(counts[Verdict.INVALID]),
+        "errors": str(counts[Verdict.UNKNOWN]), "skipped": str(counts[Verdict.NOT_APPLICABLE]),
+        "time": f"{cert.seconds:.3f}"})
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("verdict", cert.verdict.value), ("seed", str(cert.seed)), ("adapter", cert.adapter)):
+        ET.SubElement(props, "property", {"name": name, "value": value})
+    for case in cert.cases:
+        el = ET.SubElement(suite, "testcase", {"classname": f"recoverykit.{case.kind}", "name": case.name,
+                                               "time": f"{case.seconds:.3f}"})
+        body = "\n".join([case.message, *case.program, f"bundle: {case.bundle}" if case.bundle else "",
+                          f"replay: {cert.replay_command(case.name)}"]).strip()
+        if case.verdict is Verdict.INVALID:
+            ET.SubElement(el, "failure", {"message": case.message[:500], "type": "invalid"}).text = body
+        elif case.verdict is Verdict.UNKNOWN:
+            ET.SubElement(el, "error", {"message": case.message[:500], "type": "unknown"}).text = body
+        elif case.verdict is Verdict.NOT_APPLICABLE:
+            ET.SubElement(el, "skipped", {"message": "profile not declared"}).text = case.message
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    return ET.ElementTree(suites)
+
+
+def write_junit(cert: Certification, path: Path) -> Path:
+    tree = junit_tree(cert)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
+    return path

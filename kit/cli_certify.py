@@ -1,0 +1,112 @@
+"""``recoverykit certify`` and ``recoverykit check``: thin skins over ``recoverykit.conformance.certify``.
+
+This module sits above the layers, so it is where the failpoint broker (``recoverykit.chaos``) is
+wired into the conformance environment. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from recoverykit.model.catalogue import Verdict
+from rich.console import Console
+from rich.table import Table
+
+STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_applicable": "dim"}
+
+
+def _broker_factory():
+    from recoverykit.chaos.broker import FailpointBroker
+    return FailpointBroker
+
+
+@click.command()
+@click.option("--adapter", "adapter", default=None, metavar="CMD",
+              help="The adapter command (split like a shell would, never run by one). "
+                   "Default: the bundled reference runtime, `python -m recoverykit.impl`.")
+@click.option("--profile", "profiles", multiple=True, default=("chat_core",), show_default=True,
+              help="Contract profile(s) whose required clauses decide the verdict (repeatable).")
+@click.option("--seed", type=int, default=None, help="Seed of the lockstep machine (printed when not given).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Results directory (results.json, junit.xml, runs/, bundles/). Default: a new temp dir.")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of the table.")
+@click.option("--examples", type=click.IntRange(min=1), default=None,
+              help="Lockstep examples (default: the settings profile's).")
+@click.option("--settings", "settings_profile", type=click.Choice(["ci", "thorough"]), default="ci",
+              show_default=True, help="Hypothesis settings profile of the lockstep machine.")
+@click.option("--only", multiple=True, metavar="CASE",
+              help="Run only these cases: scenario ids or `lockstep` (repeatable); used by replay commands.")
+def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only) -> None:
+    """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
+
+    Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error.
+    """
+    from recoverykit.conformance.certify import Options
+    from recoverykit.conformance.certify import certify as run
+    from recoverykit.conformance.scenarios import SCENARIOS_BY_ID
+
+    bad = [c for c in only if c != "lockstep" and c not in SCENARIOS_BY_ID]
+    if bad:
+        raise click.UsageError(f"--only {bad[0]!r} is not a case; use `lockstep` or one of "
+                               f"{', '.join(SCENARIOS_BY_ID)}")
+    err = Console(stderr=True)
+
+    def progress(name: str, what: str) -> None:
+        if what == "start":
+            err.print(f"[dim]running[/] {name} ...")
+        else:
+            err.print(f"  {name}: [{STYLE.get(what, '')}]{what}[/]")
+
+    options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
+                      settings_profile=settings_profile, only=tuple(only), broker_factory=_broker_factory(),
+                      progress=progress)
+    cert = run(options)
+    if as_json:
+        click.echo(json.dumps(cert.as_dict(), indent=2))
+    else:
+        _table(cert, Console())
+    sys.exit(cert.exit_code)
+
+
+def _table(cert, console: Console) -> None:
+    table = Table(title=f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)} "
+                        f"{cert.adapter_info.get('version', '')}")
+    table.add_column("clause")
+    table.add_column("verdict")
+    table.add_column("required")
+    for clause_id, verdict in sorted(cert.clauses.items()):
+        table.add_row(clause_id, f"[{STYLE[verdict.value]}]{verdict.value}[/]",
+                      "yes" if clause_id in cert.required else "")
+    console.print(table)
+    for case in cert.cases:
+        if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN):
+            console.print(f"[{STYLE[case.verdict.value]}]{case.verdict.value}[/] {case.name}: {case.message}",
+                          markup=True, highlight=False)
+            for line in case.program:
+                console.print(f"    {line}", markup=False, highlight=False)
+            if case.bundle:
+                console.print(f"    bundle: {case.bundle}", markup=False, highlight=False)
+                console.print(f"    replay: {cert.replay_command(case.name)}", markup=False, highlight=False)
+    console.print(f"verdict: [{STYLE[cert.verdict.value]}]{cert.verdict.value}[/]  (seed {cert.seed}, "
+                  f"{cert.seconds:.1f} s; results: {cert.out / 'results.json'}, junit: {cert.out / 'junit.xml'})")
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the clause results as JSON.")
+def check(bundle: Path, as_json: bool) -> None:
+    """Re-check a stored bundle with the history checker and exit with its verdict (0 / 1 / 2)."""
+    from recoverykit.conformance.bundle import recheck
+
+    verdict, results = recheck(bundle)
+    if as_json:
+        click.echo(json.dumps({"verdict": verdict.value, "results": [r.as_dict() for r in results]}, indent=2))
+    else:
+        console = Console()
+        for r in results:
+            console.print(f"[{STYLE[r.verdict.value]}]{r.verdict.value:8}[/] {r.text}", highlight=False)
+        console.print(f"verdict: [{STYLE[verdict.value]}]{verdict.value}[/]")
+    sys.exit(verdict.exit_code)
