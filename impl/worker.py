@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .schema import MigrationFailed, StorageUnavailable, open_runtime_db, open_u
 from .store import Fenced, Identity, fenced, now, one, rows, set_status
 
 log = logging.getLogger("recoverykit.impl.worker")
+STORAGE_RETRY_S = 5.0
 
 
 class Worker:
@@ -60,10 +62,19 @@ class Worker:
         recovery.load_facts(self.ctx)
         self._project()
         (self.cfg.run_dir / f"ready-{os.getpid()}").write_text(str(os.getpid()))
+        failing = False
         while not self.stop:
-            if self.step():
-                continue
-            timeout = self._next_retry_in()
+            try:
+                if self.step():
+                    continue
+                timeout = self._next_retry_in()
+                if failing:
+                    (self.cfg.path / "recovery_failed.json").unlink(missing_ok=True)
+                    failing = False
+            except sqlite3.Error as exc:  # storage went away under us: say so, keep nothing in memory, retry
+                log.error("storage unavailable: %s", exc)
+                record_recovery_failure(self.cfg.path, "recovery_failed_storage_unavailable", str(exc))
+                failing, timeout = True, STORAGE_RETRY_S
             ready, _, _ = select.select([self.wake, self.sig_r], [], [], timeout)
             for sock in ready:
                 try:
