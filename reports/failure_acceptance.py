@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Any
 
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
-from recoverykit.model.contract import CLAUSES, clause
+from recoverykit.model.contract import CLAUSES, Method, clause
 from recoverykit.model.errors import InvalidArgument, MalformedRecord
 
 REPORT_KIND = "recoverykit-failure-acceptance-report"
@@ -90,6 +90,8 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
                 "verdict": "invalid" if counts["invalid"] else "valid" if counts["valid"] else "unknown"}
                for cid, counts in sorted(per_clause.items(), key=lambda kv: _clause_order(kv[0]))]
     failing = [c for c in ordered if c["verdict"] == Verdict.INVALID.value]
+    # clauses the chaos runner is meant to judge (method chaos) that no cell judged: listed, never passed
+    unjudged = [c.id for c in CLAUSES if Method.CHAOS in c.methods and c.id not in per_clause]
     adapter = results.get("adapter") or {}
     cov = results.get("coverage") or {}
     return {"kind": REPORT_KIND, "version": REPORT_VERSION, "results_sha256": digest(results),
@@ -100,7 +102,7 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
                                                  "declared_kinds", "declared_never_hit", "counts")},
             "coverage_cells": [{k: c[k] for k in ("point", "kind", "status", "why")} for c in cov.get("cells", [])],
             "points": [p.name for p in INTERRUPTION_POINTS], "kinds": [k.value for k in RestartKind],
-            "clauses": clauses, "failing": failing, "cells": ordered}
+            "clauses": clauses, "unjudged_chaos_clauses": unjudged, "failing": failing, "cells": ordered}
 
 
 def _clause_order(clause_id: str) -> int:

@@ -17,8 +17,10 @@ from recoverykit.chaos import coverage
 from recoverykit.chaos.systematic import RESULTS_KIND, clause_summary, verdict_of
 from recoverykit.model.errors import InvalidArgument
 from recoverykit.reports import failure_acceptance, render
+from recoverykit.reports.junit import junit_xml
 
 RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json", "report.md", "report.html"
+JUNIT_XML = "junit.xml"
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
@@ -69,13 +71,13 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
-    """results.json, report.json, report.md and report.html in ``out_dir``; returns their paths."""
+    """results.json, report.json, report.md, report.html and junit.xml in ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = failure_acceptance.build(results)
     files = {RESULTS_FILE: json.dumps(results, indent=1, sort_keys=True, default=str) + "\n",
              REPORT_JSON: json.dumps(report, indent=1, sort_keys=True) + "\n",
-             REPORT_MD: render.markdown(report), REPORT_HTML: render.html(report)}
+             REPORT_MD: render.markdown(report), REPORT_HTML: render.html(report), JUNIT_XML: junit_xml(results)}
     paths = {}
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")

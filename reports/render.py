@@ -54,6 +54,9 @@ def markdown(report: dict[str, Any]) -> str:
     for c in report["clauses"]:
         out.append(f"| {c['clause']} | {VERDICT_MARK[c['verdict']]} | {c['valid']} | {c['invalid']} | {c['unknown']} | "
                    f"{c['statement'].replace('|', '/')} |")
+    if report.get("unjudged_chaos_clauses"):
+        out += ["", "Clauses checkable by chaos that no case here judged (unknown, not passed): "
+                + ", ".join(report["unjudged_chaos_clauses"]) + "."]
     out += ["", f"Built from results sha256 `{report['results_sha256']}`; re-check with "
             "`recoverykit merge --check-report report.json results.json`.", ""]
     return "\n".join(out)
@@ -91,6 +94,8 @@ Cases: {% for k, v in r.statuses|dictsort %}{{ k }} {{ v }}{% if not loop.last %
 {% for c in r.clauses %}<tr><td>{{ c.clause }}</td><td class="{{ c.verdict }}">{{ c.verdict }}</td>
 <td>{{ c.valid }}</td><td>{{ c.invalid }}</td><td>{{ c.unknown }}</td><td>{{ c.statement }}</td></tr>
 {% endfor %}</table>
+{% if r.unjudged_chaos_clauses %}<p>Clauses checkable by chaos that no case here judged (unknown, not passed):
+{{ r.unjudged_chaos_clauses|join(", ") }}.</p>{% endif %}
 <p>Built from results sha256 <code>{{ r.results_sha256 }}</code>.</p>
 </body></html>
 """

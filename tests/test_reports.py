@@ -103,3 +103,16 @@ def test_coverage_survives_the_report():
     statuses = {(c["point"], c["kind"]): c["status"] for c in report["coverage_cells"]}
     assert statuses[("tool.result.commit.before", "tree_kill")] == coverage.EXERCISED
     assert statuses[("tool.result.commit.before", "normal_exit")] == coverage.NOT_IMPLEMENTED
+
+
+def test_junit_never_shows_unknown_as_a_pass(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    results = doc([case("tree_kill", "failed", "invalid"), case("worker_kill", "passed"),
+                   {**case("normal_exit", "passed"), "status": "not_reached", "why": "never reached"}])
+    paths = write_all(results, tmp_path)
+    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    assert suite.get("failures") == "1" and suite.get("skipped") == "1" and suite.get("tests") == "3"
+    failure = suite.find("testcase/failure")
+    assert REPLAY in failure.text and "broke FA-15" in failure.get("message")
+    assert "junit.xml" in paths
