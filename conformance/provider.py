@@ -154,6 +154,16 @@ class ScriptedProvider:
                            timed_out=not released and not gone, client_gone=gone, cut=held.cut)
         return released and not held.cut
 
+    def stall(self, plan: Planned, at_chunk: int, seconds: float, client_gone: Callable[[], bool]) -> bool:
+        """Stay silent for ``seconds``; False (cut) if the client went away or the provider is closing."""
+        self.ledger.append("stalled", seq=plan.seq, request_id=plan.request_id, at_chunk=at_chunk, seconds=seconds)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._closing or client_gone():
+                return False
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        return True
+
     def respond(self, **outcome: Any) -> None:
         """Record how a request ended (delivered, error or cut); called once per admitted request."""
         self.ledger.append("response", **outcome)

@@ -171,6 +171,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         if fault.kind == "cut":
             raise _Cut(f"scripted cut at chunk {at}")
+        if fault.kind == "stall":
+            if not self.provider.stall(plan, at, fault.seconds, self._client_gone):
+                raise _Cut(f"client gone or provider closing during a stall at chunk {at}")
+            return
         if not self.provider.hold(plan, at, self._client_gone) or fault.then == "cut":
             raise _Cut(f"cut after hold at chunk {at}")
 

@@ -66,14 +66,17 @@ class Fault(_Strict):
     - ``hold``: after ``at_chunk`` stream chunks (0: before the response starts, i.e. the request is
       in flight) hold the request until the kit releases it, then ``then`` (continue or cut).
     - ``cut``: after ``at_chunk`` chunks close the connection without finishing the response.
+    - ``stall``: after ``at_chunk`` chunks go silent for ``seconds``, then go on (for a runtime's
+      read timeouts; no kit action needed).
     """
 
-    kind: Literal["error", "hold", "cut"]
+    kind: Literal["error", "hold", "cut", "stall"]
     attempts: list[int] | None = Field(None, description="1-based attempts it applies to; None: every attempt")
     status: int = Field(500, ge=400, le=599)
     message: str = "scripted provider error"
     at_chunk: int = Field(0, ge=0)
     then: Literal["continue", "cut"] = "continue"
+    seconds: float = Field(1.0, ge=0, le=3600, description="stall: how long the provider stays silent")
 
     def applies(self, attempt: int) -> bool:
         return self.attempts is None or attempt in self.attempts

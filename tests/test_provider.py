@@ -259,3 +259,24 @@ def test_a_held_request_ends_when_its_client_is_killed(tmp_path):
         response = records[-1]
         assert response["event"] == "response" and not response["delivered"] and response["chunks_sent"] == 0
         assert provider.held() == []
+
+
+def test_a_stall_trips_a_client_read_timeout_and_the_ledger_says_so(tmp_path):
+    script = {"scripts": [{"id": "st", "steps": [{"text": "slow reply", "chunks": 2,
+                                                   "faults": [{"kind": "stall", "at_chunk": 1, "seconds": 30,
+                                                               "attempts": [1]}]}]}]}
+    with ScriptedProvider(script, tmp_path / "l.jsonl") as provider:
+        client = openai.OpenAI(base_url=provider.base_url, api_key="x", max_retries=0, timeout=0.5)
+        seen = []
+        with pytest.raises(TRANSPORT_ERRORS):
+            for chunk in client.chat.completions.create(model="m", messages=_user("st"), stream=True):
+                seen.append(chunk)
+        assert len(seen) == 1
+        provider.wait_settled(timeout=30)  # the provider notices the client left during the stall
+        again = list(_client(provider).chat.completions.create(model="m", messages=_user("st"), stream=True))
+        provider.wait_settled()
+    assert "".join(c.choices[0].delta.content or "" for c in again) == "slow reply"
+    records = provider.records()
+    assert [r["event"] for r in records if r["seq"] == 1] == ["request", "stalled", "response"]
+    first = next(r for r in records if r["event"] == "response" and r["seq"] == 1)
+    assert not first["delivered"] and first["chunks_sent"] == 1
