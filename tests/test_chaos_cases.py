@@ -109,3 +109,12 @@ def test_shard_of_a_case_does_not_depend_on_the_selection():
 def test_bad_shards(bad):
     with pytest.raises(InvalidArgument, match="shard"):
         parse_shard(bad)
+
+
+def test_random_schedules_are_a_pure_function_of_seed_and_wave():
+    from recoverykit.chaos.random_waves import WINDOW_S, schedule
+
+    assert schedule(7, 3) == schedule(7, 3)
+    assert len({tuple(schedule(7, w)) for w in range(20)}) > 10
+    for delay, kind in schedule(7, 3):
+        assert 0 <= delay <= WINDOW_S and kind in ("worker_kill", "tree_kill")

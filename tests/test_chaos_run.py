@@ -71,3 +71,14 @@ def test_undeclared_points_are_not_implemented_not_passed(tmp_path):
     cell = next(c for c in doc["coverage"]["cells"] if (c["point"], c["kind"]) == ("input.accept.after", "tree_kill"))
     assert cell["status"] == "not_implemented"
     assert doc["verdict"] == "unknown"  # nothing was exercised: never a pass
+
+
+def test_random_waves_use_the_same_checker(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "recoverykit", "chaos", "--adapter", " ".join(mini("sum_usage")),
+                           "--random", "2", "--seed", "5", "--json", "--quiet", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=180)
+    doc = json.loads(done.stdout)
+    assert doc["mode"] == "random" and [c["id"] for c in doc["cases"]] == ["random/5/0", "random/5/1"]
+    assert all(c["leftovers"] == [] for c in doc["cases"])
+    # summed cumulative usage shows in any wave whose stream completes after the kills
+    assert done.returncode == 1 and any("broke USG-05" in v for c in doc["cases"] for v in c["violations"])
