@@ -128,6 +128,8 @@ Honesty rules: a section the runtime cannot know is left out of `init_ok.observe
 (or omitted); a section in `observes` is always a list (`[]` when empty). Inside a record, a value the
 runtime does not know is null with the meaning the field gives. Never invent a value: an unknown is
 reported as unknown by the kit, a fabricated one as a violation. Records in a section have no order.
+Identifiers (`work_id`, `turn_id`, ...) are strings chosen by the runtime (send numbers as strings);
+the kit only compares them for equality, within one run.
 """
 
 CHECKS = """\

@@ -25,7 +25,31 @@ RESERVED_KEYS: dict[str, str] = {
 }
 
 
-def _type_is_required(schema: dict, cls: type) -> None:
+# Meanings of fields that recur across messages and records; a field's own description wins.
+FIELD_DOCS: dict[str, str] = {
+    "type": "The message type (see Envelope).",
+    "work_id": "The work item (chat request, Goal or Job), as the runtime identifies it.",
+    "session_id": "The chat session, as the runtime identifies it.",
+    "goal_id": "The Goal, as the runtime identifies it.",
+    "approval_id": "The approval, as the runtime identifies it.",
+    "turn_id": "The turn, as the runtime identifies it.",
+    "call_id": "The tool call, as the runtime identifies it.",
+    "run_id": "The run (one attempt of a task), as the runtime identifies it.",
+    "receipt_id": "The usage receipt, as the runtime identifies it.",
+    "pid": "An operating-system process id.",
+    "host_id": "The execution host identity the runtime records.",
+    "kind": "One value of the vocabulary named in the type column.",
+    "status": "One value of the vocabulary named in the type column.",
+    "state": "One value of the vocabulary named in the type column.",
+    "role": "What the process is: the killer picks the worker, the tree, or spares tool children by role.",
+}
+
+
+def finish_schema(schema: dict, cls: type) -> None:
+    """Pydantic hook: fill in recurring field meanings and mark `type` required on the wire."""
+    for name, prop in schema.get("properties", {}).items():
+        if not prop.get("description") and name in FIELD_DOCS:
+            prop["description"] = FIELD_DOCS[name]
     # `type` has a default so the kit can build messages without repeating it, but on the wire it is required.
     if "type" in schema.get("properties", {}):
         required = schema.setdefault("required", [])
@@ -36,7 +60,7 @@ def _type_is_required(schema: dict, cls: type) -> None:
 class Message(BaseModel):
     """Base of every message: strict (no type coercion), closed (unknown keys are a break)."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, json_schema_extra=_type_is_required)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, json_schema_extra=finish_schema)
 
     msg_id: int = Field(ge=0, le=MAX_MSG_ID, description="Unique among the messages of one sender.")
 

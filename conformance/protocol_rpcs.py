@@ -45,7 +45,7 @@ class ProcessInfo(Record):
 
 class Pending(Record):
     work_id: Id
-    status: WorkStatus
+    status: WorkStatus = Field(description="Why it keeps the runtime from being quiescent (queued, running, ...).")
 
 
 # --- handshake ----------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class SubmitOk(Reply):
 
 class GoalCreate(Request):
     type: Literal["goal_create"] = "goal_create"
-    session_id: Id
+    session_id: Id = Field(description="The chat session the Goal belongs to.")
     objective: str = Field(description="The original objective and completion conditions, verbatim.")
     budget: BudgetLimit | None = Field(description="Null: no budget (unlimited).")
 
@@ -102,14 +102,14 @@ class GoalCreateOk(Reply):
     type: Literal["goal_create_ok"] = "goal_create_ok"
     goal_id: Id
     work_id: Id
-    revision: int = Field(ge=0)
+    revision: int = Field(ge=0, description="The Goal's first revision.")
 
 
 class GoalUpdate(Request):
     type: Literal["goal_update"] = "goal_update"
     goal_id: Id
     revision: int = Field(ge=0, description="The revision the user edited; stale: precondition_failed.")
-    objective: str
+    objective: str = Field(description="The revised objective, verbatim.")
     reason: str | None = Field(description="Why the objective changed (a waiver must say why); null if not given.")
 
 
@@ -186,7 +186,7 @@ class DenyOk(Reply):
 class BudgetSet(Request):
     type: Literal["budget_set"] = "budget_set"
     work_id: Id = Field(description="The work item (a Goal's work_id for a Goal budget).")
-    limit: BudgetLimit
+    limit: BudgetLimit = Field(description="The new hard limits; nulls remove a limit.")
 
 
 class BudgetSetOk(Reply):
@@ -240,7 +240,7 @@ class StopOk(Reply):
 
 class Restart(Request):
     type: Literal["restart"] = "restart"
-    kind: RestartKind
+    kind: RestartKind = Field(description="One of the kinds declared in `init_ok.restart_kinds`.")
     failpoints: str | None = Field(
         description="New RECOVERYKIT_FAILPOINTS for the restarted processes; null keeps them.")
     clock_offset_s: float | None = Field(description="New clock offset; null keeps the current one.")
@@ -277,7 +277,7 @@ class Observe(Request):
 
 class ObserveOk(Reply):
     type: Literal["observe_ok"] = "observe_ok"
-    snapshot: Snapshot
+    snapshot: Snapshot = Field(description="One consistent read of the durable state (see Observe snapshot).")
 
 
 class Shutdown(Request):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
+from recoverykit.conformance.protocol_envelope import finish_schema
 from recoverykit.model.catalogue import (
     Acceptance,
     ApprovalStatus,
@@ -31,7 +32,7 @@ Id = str  # opaque identifiers chosen by the runtime; compared for equality only
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, json_schema_extra=finish_schema)
 
 
 class Section(StrEnum):
@@ -92,9 +93,9 @@ class Goal(Record):
     state: GoalState
     phase: GoalPhase | None = Field(description="Null when the state is terminal or paused.")
     revision: int = Field(ge=0, description="The objective revision; increases on every accepted `goal_update`.")
-    can_resume: bool
-    can_verify: bool
-    can_end: bool
+    can_resume: bool = Field(description="Computed by the backend: Resume is allowed now (the UI must not infer it).")
+    can_verify: bool = Field(description="Computed by the backend: acceptance may be run now.")
+    can_end: bool = Field(description="Computed by the backend: End is allowed now.")
     reason_code: ReasonCode | None = Field(description="Why the Goal is not working; null while working normally.")
     budget: Budget | None = Field(description="Null: the runtime has no budget for this Goal (unlimited).")
     acceptance: Acceptance | None = Field(description="The last acceptance result for this revision; null if none ran.")
@@ -125,7 +126,7 @@ class ToolCall(Record):
 
 class Approval(Record):
     approval_id: Id
-    work_id: Id
+    work_id: Id = Field(description="The work item waiting for the approval.")
     call_id: Id | None = Field(description="The tool call the approval binds to; null if it binds to the work item.")
     status: ApprovalStatus
 
@@ -140,18 +141,18 @@ class UsageReceipt(Record):
     prompt_tokens: int | None = Field(
         ge=0, description="Null when not known (status unknown); a lower bound if partial.")
     completion_tokens: int | None = Field(ge=0, description="Null when not known; a lower bound if partial.")
-    usage: UsageStatus
+    usage: UsageStatus = Field(description="Whether the token counts are known, a lower bound, or unknown.")
 
 
 class Owner(Record):
-    host_id: str
-    pid: int
+    host_id: str = Field(description="The owner's host identity.")
+    pid: int = Field(description="The owner's process id.")
     create_time: float | None = Field(description="Process start time, to tell a reused pid apart; null if unknown.")
 
 
 class Lease(Record):
     work_id: Id
-    owner: Owner
+    owner: Owner = Field(description="The process that owns execution of the work item.")
     generation: int = Field(ge=0, description="The fencing generation; writes from older generations are rejected.")
     expires_at: float | None = Field(description="Unix time the lease lapses; null for leases without expiry.")
 
@@ -182,16 +183,18 @@ class Run(Record):
 class Snapshot(Record):
     """One consistent read of the runtime's durable state. A null section is declared absent."""
 
-    work_items: list[WorkItem] | None = None
-    goals: list[Goal] | None = None
-    turns: list[Turn] | None = None
-    tool_calls: list[ToolCall] | None = None
-    approvals: list[Approval] | None = None
-    usage_receipts: list[UsageReceipt] | None = None
-    leases: list[Lease] | None = None
-    waits: list[Wait] | None = None
-    fenced_writes: list[FencedWrite] | None = None
-    runs: list[Run] | None = None
+    work_items: list[WorkItem] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    goals: list[Goal] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    turns: list[Turn] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    tool_calls: list[ToolCall] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    approvals: list[Approval] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    usage_receipts: list[UsageReceipt] | None = Field(
+        None, description="Null (or omitted) unless declared in `observes`.")
+    leases: list[Lease] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    waits: list[Wait] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    fenced_writes: list[FencedWrite] | None = Field(
+        None, description="Null (or omitted) unless declared in `observes`.")
+    runs: list[Run] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
 
 
 SECTION_MODELS: dict[Section, type[Record]] = {

@@ -70,6 +70,13 @@ def test_docs_say_they_are_generated_and_keep_maelstrom_order():
         assert f"| `{code.name}` |" in text
 
 
+def test_every_field_is_documented():
+    undocumented = [f"{name}.{field}" for name, schema in protocol.json_schema()["$defs"].items()
+                    for field, prop in schema.get("properties", {}).items()
+                    if field not in ("msg_id", "in_reply_to") and not prop.get("description")]
+    assert undocumented == [], "give these fields a Field(description=...) or a FIELD_DOCS entry"
+
+
 def test_docs_command_prints_the_document():
     out = subprocess.run([sys.executable, "-m", "recoverykit", "protocol", "docs"],
                          capture_output=True, text=True, check=True).stdout
