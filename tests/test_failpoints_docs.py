@@ -79,3 +79,16 @@ def test_a_run_environment_is_torn_down_with_its_processes(tmp_path):
         if straggler.poll() is None:
             straggler.kill()
             straggler.wait()
+
+
+@pytest.mark.parametrize("relative", ["chaos/failpoint_client.py", "conformance/probe.py"])
+def test_vendorable_files_use_the_standard_library_only(relative):
+    import ast
+    import sys
+
+    tree = ast.parse((ROOT / relative).read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert imported and imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
