@@ -2,7 +2,8 @@
 
 Layout: ``protocol_envelope`` (envelope and error codes), ``protocol_snapshot`` (the observe snapshot),
 ``protocol_rpcs`` (every RPC, declared once), ``protocol`` (parse, check, JSON Schema), ``protocol_docs``
-(docs/protocol.md), ``client`` (AdapterClient), ``errors``. What an adapter author or a suite writer
+(docs/protocol.md), ``client`` and ``client_process`` (AdapterClient: messages, then process hygiene),
+``ping`` (the first check of an adapter), ``errors``. What an adapter author or a suite writer
 needs is re-exported here; the modules' other names are machinery and may change.
 """
 

@@ -180,3 +180,14 @@ def test_public_surface_is_exported_once():
         assert hasattr(conformance, name), name
     assert len(set(conformance.__all__)) == len(conformance.__all__)
     assert conformance.ProtocolError.__mro__[1].__name__ == "RecoveryKitError"
+
+
+def test_every_protocol_command_has_help():
+    from click.testing import CliRunner
+    from recoverykit.cli_protocol import protocol as group
+
+    runner = CliRunner()
+    for name, command in group.commands.items():
+        assert command.help, f"`recoverykit protocol {name}` has no help text"
+        result = runner.invoke(group, [name, "--help"])
+        assert result.exit_code == 0 and "Usage:" in result.output
