@@ -1,21 +1,20 @@
-"""The bundle a failing chaos case leaves: everything needed to understand and replay it.
+"""The bundle a failing chaos case leaves: certify's bundle format, so ``recoverykit check`` re-reads it.
 
-When the suite's bundle writer (``recoverykit.conformance.bundle.write_bundle``) is available it is
-used, so certify and chaos leave one format. Otherwise the same layout is written here:
+Layout (``conformance/bundle.py``, docs/certify.md#bundle-format)::
 
-    <bundle>/case.json            the case, seed, kit and adapter versions, verdicts, replay command
-    <bundle>/history.jsonl        the kit's operation history (invoke / ok / fail / info, faults)
-    <bundle>/provider.ledger.jsonl
-    <bundle>/witness.jsonl        the probe tools' witness log
-    <bundle>/logs/                adapter stderr and the message transcript
-    <bundle>/data/                a copy of the runtime's data directory
-    <bundle>/REPLAY               the one command that reruns exactly this case
+    bundle.json            seed, kit and adapter versions, case, verdict, clause results, replay command,
+                           the observed sections (plus, for chaos, the case's point, hit and restart kind)
+    history.jsonl          the kit's operation history (invoke / ok / fail / info, observations, faults)
+    provider-ledger.jsonl  every provider request and response
+    witness.jsonl          every real probe tool execution
+    adapter.messages.jsonl every protocol line both ways; adapter.stderr.log: the adapter's logs
+    data/                  a copy of the runtime's data directory at the end of the case
+    REPLAY                 the one command that reruns exactly this case
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import re
 import shutil
@@ -24,7 +23,10 @@ from typing import Any
 
 from recoverykit import __version__ as KIT_VERSION
 
-FORMAT = "recoverykit-bundle/1"
+MANIFEST = "bundle.json"
+_COPIES = {"history.jsonl": "history.jsonl", "provider.ledger.jsonl": "provider-ledger.jsonl",
+           "witness.jsonl": "witness.jsonl", "adapter/adapter.messages.jsonl": "adapter.messages.jsonl",
+           "adapter/adapter.stderr.log": "adapter.stderr.log"}
 
 
 def _safe(case_id: str) -> str:
@@ -37,32 +39,23 @@ def write(bundle_root: Path, case: Any, result: dict[str, Any], env: Any, adapte
         shutil.rmtree(target)
     target.mkdir(parents=True)
     target.chmod(0o700)
-    meta = {"format": FORMAT, "kind": "chaos-case", "case": case.as_dict(), "seed": seed, "kit_version": KIT_VERSION,
-            "adapter_command": adapter, "adapter": result.get("adapter"), "status": result.get("status"),
-            "verdict": result.get("verdict"), "violations": result.get("violations"), "clauses": result.get("clauses"),
-            "why": result.get("why"), "replay": result.get("replay"), "run_marker": env.marker}
-    (target / "case.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    (target / "REPLAY").write_text(str(result.get("replay")) + "\n")
     run_dir = Path(env.run_dir)
-    for name in ("history.jsonl", "provider.ledger.jsonl", "witness.jsonl"):
+    for source, name in _COPIES.items():
         with contextlib.suppress(OSError):
-            shutil.copy2(run_dir / name, target / name)
+            shutil.copy2(run_dir / source, target / name)
     with contextlib.suppress(OSError):
-        shutil.copytree(run_dir / "adapter", target / "logs", dirs_exist_ok=True)
-    with contextlib.suppress(OSError):
-        shutil.copytree(run_dir / "data", target / "data", dirs_exist_ok=True,
+        shutil.copytree(run_dir / "data", target / "data", dirs_exist_ok=True, ignore_dangling_symlinks=True,
                         ignore=shutil.ignore_patterns("*.sock"))
-    _suite_writer(target, meta)
+    init_ok = getattr(env, "init_ok", None)
+    manifest = {
+        "case": case.id, "kind": "chaos", "verdict": result.get("verdict"), "status": result.get("status"),
+        "message": "; ".join(result.get("violations") or []) or result.get("why"), "seed": seed,
+        "kit_version": KIT_VERSION, "adapter": {"command": adapter, **(result.get("adapter") or {})},
+        "observes": sorted(s.value for s in init_ok.observes) if init_ok is not None else [],
+        "clauses": sorted({c["clause"] for c in result.get("clauses", [])}), "results": result.get("clauses", []),
+        "program": None, "replay": result.get("replay"), "run_dir": str(run_dir), "chaos": case.as_dict(),
+        "run_marker": env.marker,
+    }
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    (target / "REPLAY").write_text(str(result.get("replay")) + "\n")
     return target
-
-
-def _suite_writer(target: Path, meta: dict[str, Any]) -> None:
-    """Let the suite's bundle module add its own index if it exists (one format for certify and chaos)."""
-    try:
-        module = importlib.import_module("recoverykit.conformance.bundle")
-    except ImportError:
-        return
-    index = getattr(module, "write_index", None)
-    if callable(index):
-        with contextlib.suppress(Exception):
-            index(target, meta)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from recoverykit.chaos import systematic
+from recoverykit.conformance.bundle import recheck
 
 MINI = Path(__file__).resolve().parent / "adapters" / "mini_runtime.py"
 CASE = "chat_unknown_write/tool.result.commit.before/1/tree_kill"
@@ -59,9 +60,12 @@ def test_systematic_mode_catches_each_broken_mini_runtime(tmp_path, bug, select,
     bundle = Path(failed["bundle"])
     assert (bundle / "REPLAY").read_text().strip() == failed["replay"]
     assert f"--replay {failed['id']}" in failed["replay"] and "--bug" in failed["replay"]
-    for name in ("case.json", "history.jsonl", "provider.ledger.jsonl"):
+    for name in ("bundle.json", "history.jsonl", "provider-ledger.jsonl", "adapter.stderr.log"):
         assert (bundle / name).exists(), name
-    assert json.loads((bundle / "case.json").read_text())["case"]["id"] == failed["id"]
+    assert json.loads((bundle / "bundle.json").read_text())["case"] == failed["id"]
+    if clause != "FA-14":  # the model prediction is chaos's own; the stored history re-checks the rest
+        verdict, results = recheck(bundle)  # certify's bundle format: `recoverykit check` re-judges it
+        assert verdict.value == "invalid" and any(r.clause_id == clause for r in results if r.verdict == verdict)
 
 
 def test_undeclared_points_are_not_implemented_not_passed(tmp_path):
