@@ -144,7 +144,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         clauses: list[ClauseResult] = check(evidence)
         clauses += check_prediction(before, env.recorder.history, case, scenario.during)
         verdict = combine([c.verdict for c in clauses])
-        result["clauses"] = [c.as_dict() for c in clauses]
+        result["clauses"] = [_compact(c) for c in clauses]
         result["violations"] = [c.text for c in clauses if c.verdict is Verdict.INVALID]
         result["verdict"] = Verdict.INVALID.value if result["violations"] else Verdict.VALID.value
         result["status"] = "failed" if verdict is Verdict.INVALID else "passed"
@@ -172,6 +172,13 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         else:
             result["run_dir"] = str(env.run_dir)
     return result
+
+
+def _compact(result: ClauseResult) -> dict[str, Any]:
+    """A clause result for results.json: a held clause needs no text (its statement is in the contract)."""
+    if result.verdict is Verdict.VALID:
+        return {"clause": result.clause_id, "verdict": result.verdict.value, "text": f"held {result.clause_id}"}
+    return {**result.as_dict(), "evidence": list(result.evidence)[:5]}
 
 
 def with_suppress_timeout(env: CaseEnv) -> None:
