@@ -106,6 +106,11 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._reject(404, f"unknown path {self.path!r}; {_SERVES}", "unknown_url")
 
+    def _not_allowed(self) -> None:
+        self._reject(405, f"method {self.command} is not supported on {self.path!r}; {_SERVES}", "method_not_allowed")
+
+    do_PUT = do_DELETE = do_PATCH = _not_allowed
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:

@@ -212,6 +212,14 @@ def test_bad_requests_get_openai_style_errors(provider, path, body, status, code
     assert set(payload["error"]) == {"message", "type", "param", "code"}
 
 
+def test_other_methods_are_refused_openai_style(provider):
+    got_status, payload = _raw(provider, "/v1/chat/completions", b"{}", method="PUT")
+    code = "method_not_allowed"
+    assert got_status == 405
+    assert payload["error"]["code"] == code and payload["error"]["message"]
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+
+
 def test_exhausted_script_and_models_and_kit_endpoints(provider):
     messages = [*_user("cumul"), {"role": "assistant", "content": "abcdefghij"}, {"role": "user", "content": "more"}]
     status, payload = _raw(provider, "/v1/chat/completions", json.dumps({"messages": messages}).encode())
