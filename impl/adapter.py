@@ -67,6 +67,9 @@ class Adapter:
             if req.get("type") == "shutdown":
                 self.dispatch(req)
                 return
+            if req.get("type") == "init":  # everything after it depends on it: answer before reading on
+                self.dispatch(req)
+                continue
             threading.Thread(target=self.dispatch, args=(req,), daemon=True).start()
         if self.runtime is not None:  # stdin closed: the kit is gone; leave nothing behind
             self.runtime.shutdown()
