@@ -137,7 +137,8 @@ class AdapterClient:
         client_process.terminate(proc, marker=self.run_marker, grace_s=self.grace_s, expect_exit=self.shut_down)
         if self._reader is not None:
             self._reader.join(timeout=self.grace_s)
-        proc.stdout.close()
+        if self._reader is None or not self._reader.is_alive():
+            proc.stdout.close()  # else a stray process still holds the pipe; closing would wait on the reader
         self._stderr.close()
         self._log.close()
 
