@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from recoverykit.conformance.provider_handler import Handler
-from recoverykit.conformance.provider_ledger import Ledger
+from recoverykit.conformance.provider_ledger import Ledger, read_ledger
 from recoverykit.conformance.provider_script import ProviderScript, Script, Step
+from recoverykit.errors import EnvironmentFault
 from recoverykit.model.errors import RecoveryKitError
 
 
@@ -86,12 +87,25 @@ class ScriptedProvider:
         self._attempts: dict[tuple[str, int], int] = {}
         self._held: dict[int, Held] = {}
         self._open: set[int] = set()  # admitted requests whose response record is not written yet
+        self._resume_from(read_ledger(ledger_path))
         self._closing = False
-        self._server = _Server(("127.0.0.1", port), Handler)
+        try:
+            self._server = _Server(("127.0.0.1", port), Handler)
+        except OSError as exc:
+            self.ledger.close()
+            raise EnvironmentFault(f"the scripted provider cannot listen on 127.0.0.1:{port}: {exc}") from exc
         self._server.provider = self
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="scripted-provider", daemon=True)
         self._thread.start()
+
+    def _resume_from(self, earlier: list[dict[str, Any]]) -> None:
+        """Continue numbering after an existing ledger, so seq, attempts and probe tokens stay unique."""
+        for record in earlier:
+            if record.get("event") == "request":
+                self._seq = max(self._seq, int(record["seq"]))
+                key = (record.get("script_id") or "", int(record.get("step") or 0))
+                self._attempts[key] = max(self._attempts.get(key, 0), int(record.get("attempt") or 0))
 
     @property
     def port(self) -> int:

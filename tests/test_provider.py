@@ -288,3 +288,22 @@ def test_a_stall_trips_a_client_read_timeout_and_the_ledger_says_so(tmp_path):
     assert [r["event"] for r in records if r["seq"] == 1] == ["request", "stalled", "response"]
     first = next(r for r in records if r["event"] == "response" and r["seq"] == 1)
     assert not first["delivered"] and first["chunks_sent"] == 1
+
+
+def test_a_new_provider_on_the_same_ledger_continues_its_numbering(tmp_path):
+    script = {"scripts": [{"id": "r", "steps": [{"tool_calls": [{"name": "probe_read"}]}]}]}
+    tokens = []
+    for _ in range(2):  # e.g. the kit restarted between two phases of one run
+        with ScriptedProvider(script, tmp_path / "l.jsonl") as provider:
+            reply = _client(provider).chat.completions.create(model="m", messages=_user("r"))
+            tokens.append(json.loads(reply.choices[0].message.tool_calls[0].function.arguments)["probe_token"])
+            provider.wait_settled()
+    assert tokens == ["r.0.1.0", "r.0.2.0"]
+    assert [c.request["seq"] for c in calls(read_ledger(tmp_path / "l.jsonl"))] == [1, 2]
+
+
+def test_a_taken_port_is_an_environment_fault(provider, tmp_path):
+    from recoverykit.errors import EnvironmentFault
+
+    with pytest.raises(EnvironmentFault, match="cannot listen"):
+        ScriptedProvider(SCRIPT, tmp_path / "other.jsonl", port=provider.port)
