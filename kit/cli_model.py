@@ -60,9 +60,12 @@ def _summary(result) -> None:
     ):
         table.add_row(name, str(value))
     console.print(table)
+    # plain echo, never wrapped: a path is meant to be copied
     for violation in result.violations:
-        console.print(f"[bold red]{violation.message}[/]", highlight=False)
+        click.secho(violation.message, fg="red", bold=True)
         path = " -> ".join(violation.path) or "(initial state)"
-        console.print(f"  configuration {violation.configuration}: {path}", highlight=False)
+        click.echo(f"  configuration {violation.configuration}: {path}")
     if result.ok:
-        console.print(f"valid: no invariant broke in {result.states:,} states", highlight=False)
+        click.echo(f"valid: no invariant broke in {result.states:,} states")
+    else:
+        click.echo(f"invalid: {len(result.violations)} invariant violation(s)")

@@ -277,6 +277,8 @@ class GoalEvent(StrEnum):
 
 
 _TERMINAL = (GoalState.ACHIEVED, GoalState.CANCELLED)
+PAUSED_EXITS = (GoalEvent.RESUME, GoalEvent.END)  # a person's decision, never a restart
+BUDGET_EXHAUSTED_EXITS = (GoalEvent.BUDGET_CHANGE, GoalEvent.END)
 
 
 def goal_transition(state: GoalState, event: GoalEvent, acceptance_current: bool) -> GoalState:
@@ -287,9 +289,8 @@ def goal_transition(state: GoalState, event: GoalEvent, acceptance_current: bool
 
     post: state not in (GoalState.ACHIEVED, GoalState.CANCELLED) or __return__ == state
     post: __return__ != GoalState.ACHIEVED or state == GoalState.ACHIEVED or acceptance_current
-    post: state != GoalState.PAUSED or __return__ == state or event in (GoalEvent.RESUME, GoalEvent.END)
-    post: state != GoalState.BUDGET_EXHAUSTED or __return__ == state or event in (GoalEvent.BUDGET_CHANGE,
-                                                                                   GoalEvent.END)
+    post: state != GoalState.PAUSED or __return__ == state or event in PAUSED_EXITS
+    post: state != GoalState.BUDGET_EXHAUSTED or __return__ == state or event in BUDGET_EXHAUSTED_EXITS
     """
     if state in _TERMINAL:
         return state

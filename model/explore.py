@@ -38,7 +38,7 @@ _RUNNING_TOOL = a.item(a.CHAT, turn=a.T_ACTIVE, tool=a.TOOL_DISPATCHED, child=1,
 
 CONFIGURATIONS: dict[str, tuple] = {
     "chat-unknown-tool": (a.UP, 0, 0, None, (_CHAT_Q,)),
-    "goal-with-budget": (a.UP, 0, 0, None, (a.item(a.GOAL, limit=2),)),
+    "goal-with-budget": (a.UP, 0, 0, None, (a.item(a.GOAL, limit=1),)),
     "chat-and-goal": (a.UP, 0, 0, None, (a.item(a.CHAT, effect=a.EFF_READ_ONLY), a.item(a.GOAL))),
     "tool-running": (a.UP, 0, 0, None, (_RUNNING_TOOL,)),
     "paused-goal-and-running-chat": (a.UP, 0, 0, None, (a.item(a.GOAL, desired=a.PAUSED), _RUNNING_TOOL)),
@@ -259,7 +259,7 @@ def explore(depth: int = 6, *, configurations: Mapping[str, tuple] | None = None
         if gc_was_enabled:
             gc.enable()
 
-    goal_graph = _check_goal_graph(goal_seen, goal_edges, violations)
+    goal_graph = _check_goal_graph(goal_seen, goal_edges, violations, depth)
     elapsed = time.perf_counter() - started
     result = ExploreResult(
         depth=depth, max_depth_reached=level_reached, states=len(states), transitions=len(edges),
@@ -272,6 +272,10 @@ def explore(depth: int = 6, *, configurations: Mapping[str, tuple] | None = None
     return result
 
 
+# The least depth at which every Goal state is reachable from CONFIGURATIONS (achieved needs
+# admit, todo_complete, verify_met); shallower runs report the reachability check as skipped.
+GOAL_REACH_DEPTH = 3
+
 # Goal states and the only events that may move a Goal out of them.
 GOAL_EXITS: dict[str, frozenset[str]] = {
     GoalState.ACHIEVED.value: frozenset(),
@@ -283,11 +287,16 @@ _GOAL_CLAUSE = {GoalState.ACHIEVED.value: "GOAL-06", GoalState.CANCELLED.value: 
                 GoalState.PAUSED.value: "RI-03", GoalState.BUDGET_EXHAUSTED.value: "RI-03"}
 
 
-def _check_goal_graph(seen: set[str], edges: dict[tuple[str, str], set[str]], violations: list[Violation]) -> dict:
+def _check_goal_graph(seen: set[str], edges: dict[tuple[str, str], set[str]], violations: list[Violation],
+                      depth: int) -> dict:
     checks = []
     unreached = [g.value for g in GoalState if g.value not in seen]
-    checks.append({"check": "every Goal state reachable", "ok": not unreached, "unreached": unreached})
-    if unreached:
+    if depth < GOAL_REACH_DEPTH:
+        checks.append({"check": "every Goal state reachable", "ok": None, "unreached": unreached,
+                       "skipped": f"depth {depth} is below {GOAL_REACH_DEPTH}, the least that reaches them all"})
+    else:
+        checks.append({"check": "every Goal state reachable", "ok": not unreached, "unreached": unreached})
+    if unreached and depth >= GOAL_REACH_DEPTH:
         violations.append(Violation("goal_states_reachable", "GOAL-01", clause("GOAL-01").broke(
             f"Goal states never reached: {unreached}"), [], "goal-graph", {}))
     for state, allowed in GOAL_EXITS.items():
