@@ -117,17 +117,20 @@ def armed_points() -> list[str]:
     return sorted(_ARMED)
 
 
-def _fire(armed: _Point, work_id: str | None) -> None:
+def _step(armed: _Point) -> tuple[int, str, int | None]:
+    """Count one hit and use up one count of the current term: (hit, action, millis)."""
     with _LOCK:
         armed.hits += 1
-        hit = armed.hits
-        action, millis = "off", None
         for term in armed.terms:
             if term[1] is None or term[1] > 0:
                 if term[1] is not None:
                     term[1] -= 1
-                action, millis = term[0], term[2]
-                break
+                return armed.hits, term[0], term[2]
+        return armed.hits, "off", None
+
+
+def _fire(armed: _Point, work_id: str | None) -> None:
+    hit, action, millis = _step(armed)
     if action == "off":
         return
     report = {"v": 1, "type": "hit", "point": armed.name, "pid": os.getpid(), "hit": hit,

@@ -143,6 +143,18 @@ def _parse_term(piece: str, whole: str) -> Term:
     return Term(kind, count)
 
 
+def action_at(terms: Iterable[Term], hit: int) -> Term:
+    """The term that acts at the ``hit``-th hit (from 1) of a point armed with ``terms``; off when used up."""
+    if not isinstance(hit, int) or hit < 1:
+        raise InvalidArgument(f"hits are counted from 1, got {hit!r}")
+    passed = 0
+    for term in terms:
+        if term.count is None or hit <= passed + term.count:
+            return term
+        passed += term.count
+    return Term(Kind.OFF)
+
+
 def format_spec(spec: Mapping[str, Iterable[Term]]) -> str:
     """The canonical text of a spec; ``parse(format_spec(s)) == s`` for every valid spec."""
     return ";".join(f"{point}=" + "->".join(str(t) for t in terms) for point, terms in spec.items())
@@ -192,6 +204,7 @@ __all__ = [
     "Spec",
     "Term",
     "UnknownFailpoint",
+    "action_at",
     "arm_env",
     "format_spec",
     "parse",

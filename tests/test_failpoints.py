@@ -143,3 +143,22 @@ def test_chain_semantics_in_the_client(monkeypatch):
         assert client.armed_points() == ["a.b"]
     finally:
         client.reload({})
+
+
+@given(chains(), st.integers(1, 40))
+def test_the_client_acts_as_action_at_predicts(chain, hits):
+    from recoverykit.chaos.failpoints import action_at
+
+    (point,) = client._load(format_spec({"p.q": chain})).values()
+    steps = [client._step(point) for _ in range(hits)]
+    expected = [(h, action_at(chain, h).kind.value, action_at(chain, h).millis) for h in range(1, hits + 1)]
+    assert steps == expected
+
+
+def test_action_at_counts_from_one():
+    from recoverykit.chaos.failpoints import action_at
+
+    chain = parse("a.b=2*off->1*pause")["a.b"]
+    assert [action_at(chain, h).kind for h in (1, 2, 3, 4)] == [Kind.OFF, Kind.OFF, Kind.PAUSE, Kind.OFF]
+    with pytest.raises(InvalidArgument, match="from 1"):
+        action_at(chain, 0)
