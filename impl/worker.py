@@ -145,11 +145,9 @@ class Worker:
             item = one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
             if turn is None:
                 turn = recovery.admit(ctx, item, gen, recovering)
-            if turn["status"] != "active":
-                log.warning("continuation %s already used by %s turn", turn["continuation_key"], turn["status"])
-                with fenced(ctx.db, work_id, gen, "release"):
-                    release(ctx, work_id, gen, "nothing_to_admit")
-                return
+            if turn["status"] != "active":  # never expected; a bounded retry, not a silent stall or a spin
+                raise RuntimeError(f"continuation {turn['continuation_key']} was already used by a "
+                                   f"{turn['status']} turn")
             self._drive(item, turn, gen)
         except Interrupted as exc:
             self._interrupted(work_id, gen, exc.reason)
