@@ -168,6 +168,14 @@ class TurnComplete(Record):
     work_id: str
 
 
+class ChildDelivery(Record):
+    """A finished child's result is delivered to its parent (child.delivery.before / .after)."""
+
+    type: Literal["child_delivery"] = "child_delivery"
+    parent_id: str
+    child_id: str
+
+
 class TodoComplete(Record):
     """All required Todo items finished: the Goal enters verifying."""
 
@@ -278,7 +286,7 @@ class HostChange(Record):
 Event = Annotated[
     Submit | CreateGoal | UpdateGoal | Pause | Resume | End | StopAll | Approve | Deny | BudgetChange
     | PermissionChange | ResourceChange | RetryRequest | FrontendReload | Admit | ProviderRequest
-    | ProviderUsage | ProviderResponse | ToolDispatch | ToolCommit | TurnComplete | TodoComplete
+    | ProviderUsage | ProviderResponse | ToolDispatch | ToolCommit | TurnComplete | ChildDelivery | TodoComplete
     | Verification | Blocker | WaitCreate | Notification | StaleWrite | TaskFailure | ClockAdvance | Crash
     | GracefulExit | Start | Restart | ClockJump | HostChange,
     Field(discriminator="type"),

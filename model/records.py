@@ -80,6 +80,7 @@ class RunIntent(Record):
     host_identity: str = Field(min_length=1)
     parent_id: Id | None = None
     children: tuple[Id, ...] = ()
+    delivered_children: tuple[Id, ...] = ()  # children whose result reached this parent (exactly once each)
     last_committed_progress: int = Field(default=0, ge=0)
     recovery_policy: RecoveryPolicy = RecoveryPolicy.AUTOMATIC
     reason_code: ReasonCode = ReasonCode.QUEUED

@@ -420,6 +420,23 @@ def _turn_complete(state: S, ev) -> S:
     return _set_intent(state, intent)
 
 
+def _child_delivery(state: S, ev) -> S:
+    _up(state, "child_delivery")
+    parent, child = state.intent(ev.parent_id), state.intent(ev.child_id)
+    if child.parent_id != parent.work_id:
+        raise EventNotEnabled(f"{ev.child_id!r} is not a child of {ev.parent_id!r} (its parent: {child.parent_id!r})")
+    if child.desired_state is not DesiredState.DONE:
+        raise EventNotEnabled(
+            f"child {ev.child_id!r} is {child.desired_state.value}; only a finished result is delivered")
+    if ev.child_id in parent.delivered_children:
+        return state  # delivered already: a repeated delivery after a restart changes nothing
+    parent = parent.model_copy(update={
+        "delivered_children": (*parent.delivered_children, ev.child_id),
+        "unconsumed_messages": (*parent.unconsumed_messages, f"result of {ev.child_id}")})
+    state = _set_intent(state, parent)
+    return _set_intent(state, parent.model_copy(update={"reason_code": _reason(state, parent)}))
+
+
 def _todo_complete(state: S, ev) -> S:
     goal = state.goal(ev.goal_id)
     if goal.state is not GoalState.ACTIVE:
@@ -562,7 +579,8 @@ HANDLERS: dict[str, Callable[[S, Record], S]] = {
     "retry_request": _retry_request, "frontend_reload": _reload, "admit": _admit,
     "provider_request": _provider_request, "provider_usage": _provider_usage,
     "provider_response": _provider_response, "tool_dispatch": _tool_dispatch, "tool_commit": _tool_commit,
-    "turn_complete": _turn_complete, "todo_complete": _todo_complete, "verification": _verification,
+    "turn_complete": _turn_complete, "child_delivery": _child_delivery, "todo_complete": _todo_complete,
+    "verification": _verification,
     "blocker": _blocker, "wait_create": _wait_create, "notification": _notification, "stale_write": _stale_write,
     "task_failure": _task_failure, "clock_advance": _clock_advance,
     "crash": lambda s, e: rec.crash(s, worker_only=e.worker_only),

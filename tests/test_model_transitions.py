@@ -239,6 +239,18 @@ def test_retry_jitter_is_persisted_on_the_first_failure(running):
     assert state.retry_generations["w1"].jitter_permille == -100
 
 
+def test_child_result_is_delivered_to_the_parent_exactly_once(running):
+    state = run(running, ev.Submit(work_id="child", text="sub", parent_id="w1"),
+                ev.Admit(work_id="child", turn_id="tc"), ev.TurnComplete(work_id="child"))
+    assert state.work["w1"].children == ("child",)
+    deliver = ev.ChildDelivery(parent_id="w1", child_id="child")
+    outcomes = successors(state, ev.InFlight(op=deliver, point="child.delivery.after"))
+    for outcome in outcomes:  # whichever side of the crash the delivery fell on, recovery delivers once
+        after = run(outcome, ev.Start(), deliver, deliver)
+        assert after.work["w1"].delivered_children == ("child",)
+        assert after.work["w1"].unconsumed_messages.count("result of child") == 1
+
+
 # --- bad input --------------------------------------------------------------------------------------
 
 
