@@ -133,3 +133,11 @@ def test_bad_depth_is_an_invalid_argument(depth):
 def test_unknown_handler_override_is_an_invalid_argument():
     with pytest.raises(InvalidArgument, match="no event handler 'teleport'"):
         explore(1, handlers={"teleport": ev.reload})
+
+
+def test_docs_list_every_invariant():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "model.md").read_text(encoding="utf-8")
+    for inv in ALL_INVARIANTS:
+        assert f"| {inv.name} | {inv.clause_id} | {inv.scope} |" in text, inv.name
