@@ -4,38 +4,54 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import openai
+import pytest
 from env_helpers import spawner  # noqa: F401  (fixture)
+from recoverykit.cli import main
 from recoverykit.conformance.provider_ledger import read_ledger
 
-
-def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "recoverykit", "env", *args], capture_output=True, text=True,
-                          timeout=120, **kw)
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_failpoint_check_prints_canonical_or_exits_64():
-    ok = _cli("failpoints", "check", "tool.dispatch.after=2*off -> pause")
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run ``recoverykit env ...`` in this process through the real entry point (exit codes included)."""
+    monkeypatch.chdir(ROOT)
+
+    def run(*args):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as info:
+            main(["env", *args])
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=info.value.code, stdout=out, stderr=err)
+
+    return run
+
+
+def test_failpoint_check_prints_canonical_or_exits_64(cli):
+    ok = cli("failpoints", "check", "tool.dispatch.after=2*off -> pause")
     assert ok.returncode == 0 and ok.stdout.strip() == "tool.dispatch.after=2*off->pause"
-    bad = _cli("failpoints", "check", "tool.dispatch.after=explode")
+    bad = cli("failpoints", "check", "tool.dispatch.after=explode")
     assert bad.returncode == 64 and "'explode'" in bad.stderr and "Traceback" not in bad.stderr
-    unknown = _cli("failpoints", "check", "no.such=pause")
+    unknown = cli("failpoints", "check", "no.such=pause")
     assert unknown.returncode == 64 and "unknown failpoint" in unknown.stderr
 
 
-def test_docs_check_and_points_list():
-    assert _cli("docs").returncode == 0
-    listing = _cli("failpoints", "list")
+def test_docs_check_and_points_list(cli):
+    assert cli("docs").returncode == 0
+    listing = cli("failpoints", "list")
     assert listing.returncode == 0 and "tool.result.commit.before" in listing.stdout
 
 
-def test_reap_needs_one_target():
-    assert _cli("reap").returncode == 64
+def test_reap_needs_one_target(cli):
+    assert cli("reap").returncode == 64
 
 
-def test_probe_tools_json(tmp_path):
-    out = _cli("probe-tools", "--witness", str(tmp_path / "w.jsonl"))
+def test_probe_tools_json(tmp_path, cli):
+    out = cli("probe-tools", "--witness", str(tmp_path / "w.jsonl"))
     assert [t["effect_class"] for t in json.loads(out.stdout)] == ["read_only", "idempotent", "unknown"]
 
 
@@ -55,8 +71,8 @@ def test_the_provider_by_hand(tmp_path, spawner):  # noqa: F811
     assert [r["event"] for r in read_ledger(ledger)] == ["request", "response"]
 
 
-def test_a_bad_provider_script_is_a_usage_error(tmp_path):
+def test_a_bad_provider_script_is_a_usage_error(tmp_path, cli):
     script = tmp_path / "bad.json"
     script.write_text(json.dumps({"scripts": [{"id": "s", "steps": [{}]}]}))
-    out = _cli("provider", "--script", str(script))
+    out = cli("provider", "--script", str(script))
     assert out.returncode == 64 and "not valid" in out.stderr and "Traceback" not in out.stderr
