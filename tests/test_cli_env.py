@@ -4,6 +4,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -76,3 +77,15 @@ def test_a_bad_provider_script_is_a_usage_error(tmp_path, cli):
     script.write_text(json.dumps({"scripts": [{"id": "s", "steps": [{}]}]}))
     out = cli("provider", "--script", str(script))
     assert out.returncode == 64 and "not valid" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_leftovers_and_reap_by_marker(cli, spawner):  # noqa: F811
+    proc = spawner.python("import time; time.sleep(120)")
+    deadline = time.monotonic() + 30
+    listed = {}
+    while not listed.get(spawner.marker) and time.monotonic() < deadline:
+        listed = json.loads(cli("leftovers", "--marker", spawner.marker).stdout)
+    assert [pid for pid, _ in listed[spawner.marker]] == [proc.pid]
+    reaped = cli("reap", "--marker", spawner.marker)
+    assert reaped.returncode == 0 and json.loads(reaped.stdout)["killed"] == [proc.pid]
+    assert proc.wait(timeout=10) == -signal.SIGKILL
