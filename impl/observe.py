@@ -11,7 +11,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from .store import now
+from .store import now, process_alive
 
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
@@ -119,6 +119,14 @@ def pending(data_dir: Path) -> list[dict]:
     db = data_dir / "runtime.db"
     if not db.exists():
         return []
-    return _read(db, "SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
-                     " (status IN ('queued','running') OR (status='waiting' AND reason_code='retry_scheduled'))"
-                     " ORDER BY created_at")
+    items, owned = _read_many(db, [
+        ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
+         " (status IN ('queued','running') OR (status='waiting' AND reason_code='retry_scheduled'))"
+         " ORDER BY created_at", ()),
+        # a live owner still finishing an item (e.g. recording a cancelled tool's outcome after End)
+        ("SELECT w.work_id, w.status, l.pid, l.create_time FROM leases l JOIN work_items w USING (work_id)"
+         " WHERE l.released=0", ())])
+    seen = {i["work_id"] for i in items}
+    busy = [{"work_id": o["work_id"], "status": o["status"]} for o in owned
+            if o["work_id"] not in seen and process_alive(o["pid"], o["create_time"])]
+    return items + busy
