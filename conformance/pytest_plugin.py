@@ -1,0 +1,96 @@
+"""A pytest plugin: a runtime's own test suite runs the conformance scenarios with one option.
+
+    pytest --recoverykit-adapter="python -m myruntime.adapter" [--recoverykit-out=DIR] [--recoverykit-lockstep]
+
+Installed as the ``recoverykit`` pytest11 entry point. With the option it adds one test item per
+scenario of the catalogue (``recoverykit::<scenario id>``) and, with ``--recoverykit-lockstep``, one
+for the lockstep machine. A scenario whose profile the adapter does not declare is SKIPPED with
+the reason "profile not declared" (honest there: it was not run); an unknown verdict (missing
+evidence) FAILS, because it is not a pass. Without the option the plugin adds nothing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from recoverykit.model.catalogue import Verdict
+
+_PROFILES: dict[str, set[str]] = {}  # adapter command -> declared profiles, learned by the first run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("recoverykit", "recoverykit conformance scenarios")
+    group.addoption("--recoverykit-adapter", default=None, metavar="CMD",
+                    help="Run the recoverykit conformance scenarios against this adapter command.")
+    group.addoption("--recoverykit-out", default=None, metavar="DIR",
+                    help="Keep each scenario's run directory under DIR (default: a temp dir).")
+    group.addoption("--recoverykit-lockstep", action="store_true", default=False,
+                    help="Also run the lockstep machine (ci settings) as one test item.")
+
+
+class ConformanceFile(pytest.File):
+    def collect(self):
+        from recoverykit.conformance.scenarios import SCENARIOS
+        for scenario in SCENARIOS:
+            yield ScenarioItem.from_parent(self, name=scenario.id, scenario_id=scenario.id)
+        if self.config.getoption("--recoverykit-lockstep"):
+            yield ScenarioItem.from_parent(self, name="lockstep", scenario_id="lockstep")
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, scenario_id: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.scenario_id = scenario_id
+        self.add_marker(pytest.mark.recoverykit)
+
+    def runtest(self) -> None:
+        from recoverykit.conformance.certify import Certification, Options, _lockstep_case, _scenario_case
+        from recoverykit.conformance.scenarios import SCENARIOS_BY_ID, required_clauses
+
+        command = self.config.getoption("--recoverykit-adapter")
+        base = self.config.getoption("--recoverykit-out")
+        out = Path(base) if base else Path(tempfile.mkdtemp(prefix="rk-pytest-"))
+        cert = Certification(command, out, 0, ("chat_core",), required_clauses())
+        cert.declared = set(_PROFILES.get(command, set()))
+        options = Options(adapter=command, out=out)
+        if self.scenario_id == "lockstep":
+            case = _lockstep_case(cert, options)
+        else:
+            case = _scenario_case(cert, SCENARIOS_BY_ID[self.scenario_id], options)
+        if cert.declared:
+            _PROFILES[command] = cert.declared
+        if case.verdict is Verdict.NOT_APPLICABLE:
+            pytest.skip("profile not declared")
+        if case.verdict is not Verdict.VALID:
+            raise ConformanceFailure(case)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ConformanceFailure):
+            case = excinfo.value.case
+            lines = [f"{case.verdict.value}: {case.message}", *case.program]
+            lines += [f"run directory: {p}" for p in case.run_dirs]
+            return "\n".join(lines)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"recoverykit::{self.scenario_id}"
+
+
+class ConformanceFailure(Exception):
+    def __init__(self, case) -> None:
+        super().__init__(case.message)
+        self.case = case
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "recoverykit: a recoverykit conformance scenario")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    if not config.getoption("--recoverykit-adapter") or getattr(session, "_recoverykit_added", False):
+        return
+    session._recoverykit_added = True
+    node = ConformanceFile.from_parent(session, path=Path(str(config.rootpath)) / "recoverykit-conformance")
+    items.extend(node.collect())
