@@ -27,6 +27,7 @@ from .worker import wake_all
 
 log = logging.getLogger("recoverykit.impl.procs")
 STOP_GRACE_S = 20.0
+SHUTDOWN_GRACE_S = 3.0
 READY_TIMEOUT_S = 30.0
 
 
@@ -93,18 +94,18 @@ class Runtime:
             _terminate(self.workers)
             self.workers = []
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         with self.lock:
-            _terminate(self.workers)
+            _terminate(self.workers, grace_s)
             self.workers = []
             if self.control is not None:
-                _terminate([self.control])
+                _terminate([self.control], grace_s)
                 self.control = None
             for path in self.cfg.run_dir.glob("wake-*.sock"):
                 path.unlink(missing_ok=True)
 
     def shutdown(self) -> None:
-        self.stop()
+        self.stop(SHUTDOWN_GRACE_S)  # the session is over: a process held at a failpoint is not waited for
         if self.cfg.path not in self.cfg.run_dir.parents:  # the short socket dir under /tmp is ours to remove
             shutil.rmtree(self.cfg.run_dir, ignore_errors=True)
         for proc in tools.tool_pids(self.cfg.path):
@@ -145,16 +146,16 @@ def _identity(pid: int) -> dict | None:
         return None
 
 
-def _terminate(procs: list[subprocess.Popen]) -> None:
+def _terminate(procs: list[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
     for p in procs:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
+    deadline = time.monotonic() + grace_s
     for p in procs:
         try:
             p.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            log.warning("process %d ignored SIGTERM for %ss; killing it", p.pid, STOP_GRACE_S)
+            log.warning("process %d ignored SIGTERM for %ss; killing it", p.pid, grace_s)
             p.kill()
             p.wait()
