@@ -271,10 +271,12 @@ def check_settled(ev: Evidence) -> list[ClauseResult]:
 def check_continuations(ev: Evidence) -> list[ClauseResult]:
     """REC-06: a continuation is admitted once: no two turns share a continuation key."""
     turns = _section(ev.history.final_observation(), "turns")
-    if not turns:
-        return [_result("REC-06", Verdict.UNKNOWN, "no turns observed")]
+    # A null key is "the first turn of a request" (protocol), not a shared key: it cannot collide.
+    keyed = [t for t in turns or [] if t.get("continuation_key") is not None]
+    if not keyed:
+        return [_result("REC-06", Verdict.UNKNOWN, "no turns with a continuation key observed")]
     dup = [f"continuation key {k!r} admitted {n} times" for k, n in
-           Counter(t["continuation_key"] for t in turns).items() if n > 1]
+           Counter(t["continuation_key"] for t in keyed).items() if n > 1]
     return [_result("REC-06", Verdict.INVALID if dup else Verdict.VALID, dup[0] if dup else "", dup)]
 
 

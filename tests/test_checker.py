@@ -202,3 +202,13 @@ def test_history_round_trips_through_disk(tmp_path):
     loaded = load_history(path)
     assert [type(e).__name__ for e in loaded.events] == ["Op", "Op", "Fault", "Observation"]
     assert loaded.events == rec.history.events
+
+
+def test_first_turns_without_a_continuation_key_never_collide():
+    # The protocol allows a null key for the first turn of a request: several of them are not a duplicate.
+    first = {"turn_id": "t", "work_id": "w1", "continuation_key": None, "predecessor": None, "status": "completed"}
+    v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2", "work_id": "w2"}])))
+    assert v["REC-06"] is Verdict.UNKNOWN  # no keyed turn: nothing judged, never a pass
+    keyed = {**first, "turn_id": "t3", "continuation_key": "k"}
+    v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2"}, keyed])))
+    assert v["REC-06"] is Verdict.VALID
