@@ -98,7 +98,11 @@ def goal_step(gstate: int, event: d.GoalEvent, current: bool = False) -> int:
 
 
 def budget_of(w: tuple) -> int:
-    return budget_status(w[LIMIT], w[SPENT], w[UNK]) if w[KIND] == GOAL else d.BUDGET_NONE
+    if w[KIND] != GOAL:
+        return d.BUDGET_NONE
+    # a request still open after its turn ended (stopped, interrupted) has an unknown cost so far
+    orphan = 1 if w[PROV] and w[TURN] != T_ACTIVE else 0
+    return budget_status(w[LIMIT], w[SPENT], w[UNK] + orphan)
 
 
 def gate_of(w: tuple) -> int:

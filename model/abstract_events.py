@@ -185,8 +185,7 @@ def revise(s: State, i: int) -> list:
     w = list(w)
     w[REV], w[CV], w[ACC] = w[REV] + 1, w[CV] + 1, ACC_UNKNOWN
     w[GSTATE] = a.goal_step(w[GSTATE], GE.REVISION)
-    if w[PHASE] == PH_VERIFYING:
-        w[PHASE] = PH_WORKING
+    w[PHASE] = PH_WORKING  # old acceptance and old wakeups are void: the new revision needs work
     return [(f"revise({i})", put(s, i, settle(w)))]
 
 
@@ -448,15 +447,18 @@ def stop_all_exit(s: State, i: int) -> list:
 
 
 def _claim(s: State, w: list) -> list:
-    if w[GEN] == 0 or w[DES] != RUN:
+    if w[GEN] == 0:
         return w
-    same_host = w[OHOST] == s[HOSTF]
-    if w[TURN] != T_ACTIVE:
-        w[HOLD] = int(not same_host)  # another host's lease is never taken over silently
+    if w[OHOST] != s[HOSTF]:
+        w[HOLD] = 1  # another host's lease is never taken over silently; the claim persists why
+        if w[DES] == RUN:
+            w[REASON] = a.R[ReasonCode.OWNER_ON_OTHER_HOST]
+        return w
+    if w[DES] != RUN or w[TURN] != T_ACTIVE:
         return w
     live = bool(w[OWNER] or w[CHILD])
     ckpt = bool(w[CKPT]) and not (w[TOOL] == TOOL_DISPATCHED and not w[CHILD])
-    mode = a.recovery_mode(live, same_host, not w[OWNER], ckpt)
+    mode = a.recovery_mode(live, True, not w[OWNER], ckpt)
     w[HOLD] = int(mode is RecoveryMode.HOLD)
     if mode is not RecoveryMode.HOLD and not w[OWNER]:
         w[GEN], w[OWNER], w[OHOST] = a.next_generation(w[GEN]), 1, s[HOSTF]  # fence the dead owner out

@@ -128,7 +128,8 @@ def _update_goal(state: S, ev) -> S:
     intent = state.work[goal.work_id]
     intent = intent.model_copy(update={"control_version": intent.control_version + 1,
                                        "objective_revision": ev.revision})
-    return _set_intent(state.with_(goals=put(state.goals, goal.goal_id, goal)), intent)
+    state = _set_intent(state.with_(goals=put(state.goals, goal.goal_id, goal)), intent)
+    return _set_intent(state, intent.model_copy(update={"reason_code": _reason(state, intent)}))
 
 
 def _apply_stop(state: S, work_id: str, desired: DesiredState, reason: ReasonCode) -> S:
@@ -154,8 +155,10 @@ def _resume(state: S, ev) -> S:
     state = _set_intent(state, intent)
     goal = state.goals.get(intent.goal_id) if intent.goal_id else None
     if goal is not None:
+        # the old wakeup is void (the control version moved); its saved result feeds the next turn
+        phase = GoalPhase.WORKING if goal.phase is GoalPhase.WAITING else goal.phase
         goal = goal.model_copy(update={"state": goal_transition(goal.state, GoalEvent.RESUME, False),
-                                       "control_version": goal.control_version + 1})
+                                       "control_version": goal.control_version + 1, "phase": phase})
         state = state.with_(goals=put(state.goals, goal.goal_id, goal))
     return _set_intent(state, intent.model_copy(update={"reason_code": _reason(state, intent)}))
 
@@ -460,13 +463,18 @@ def _verification(state: S, ev) -> S:
                                       "evidence_version": ev.result_version, "for_revision": ev.revision})
                  for r in goal.requirements)
     all_met = bool(reqs) and all(r.acceptance is Acceptance.MET for r in reqs)
-    current = achieved_allowed(goal.revision, ev.revision, ev.result_version, goal.result_version, all_met)
+    # the verdict must be about the result as it is now: later commits make it stale
+    progress = state.work[goal.work_id].last_committed_progress
+    current = achieved_allowed(goal.revision, ev.revision, ev.result_version, progress, all_met)
     new_state = goal_transition(goal.state, GoalEvent.VERIFIED_MET, current) if current else goal.state
     update: dict = {"requirements": reqs, "state": new_state,
                     "phase": GoalPhase.VERIFYING if current else GoalPhase.WORKING}
     intent = state.work[goal.work_id]
     if new_state is GoalState.ACHIEVED:
         turn = state.open_turn(goal.work_id)
+        if turn is not None:  # achieved work runs no further turn
+            state = state.with_(turns=put(state.turns, turn.turn_id, turn.model_copy(update={
+                "status": TurnStatus.COMPLETED})))
         update["achieved_for"] = (ev.revision, ev.result_version)
         update["terminal_snapshots"] = (*goal.terminal_snapshots, TerminalSnapshot(
             goal_id=goal.goal_id, revision=goal.revision, state=new_state, anchor_turn=turn.turn_id if turn else None))
