@@ -620,20 +620,47 @@ def apply(state: ModelState, event: Record | dict) -> ModelState:
     return new.with_(last_event=event.type)
 
 
-def successors(state: ModelState, event: Record | dict) -> tuple[ModelState, ...]:
-    """Every state the contract allows after ``event``: one for a definite event, two for ``InFlight``.
+# The operation each before/after pair brackets: at ``<pair>.before`` the operation has not taken
+# effect (nothing durable yet), at ``<pair>.after`` it has (durable, reply not yet sent).
+POINT_OPS: dict[str, frozenset[str]] = {
+    "input.accept": frozenset({"submit"}),
+    "provider.request": frozenset({"provider_request"}),
+    "usage.persist": frozenset({"provider_response"}),
+    "tool.dispatch": frozenset({"tool_dispatch"}),
+    "tool.result.commit": frozenset({"tool_commit"}),
+    "child.delivery": frozenset({"child_delivery"}),
+}
 
-    ``InFlight(op, point)``: ``op`` was in flight when every runtime process died at ``point``. It
-    either never took effect or took effect just before the crash. If ``op`` itself is not enabled,
-    only the first outcome remains.
+
+def _bracket(point: str, op_type: str) -> str | None:
+    """"before" or "after" when ``point`` brackets ``op_type``; None when the point says nothing of it."""
+    pair, _, side = point.rpartition(".")
+    if side in ("before", "after") and op_type in POINT_OPS.get(pair, ()):
+        return side
+    return None
+
+
+def successors(state: ModelState, event: Record | dict) -> tuple[ModelState, ...]:
+    """Every state the contract allows after ``event``: one for a definite event, up to two for ``InFlight``.
+
+    ``InFlight(op, point)``: ``op`` was in flight when every runtime process died at ``point``.
+    When the point brackets the operation (``input.accept.before`` for a submit, ``.after`` ...),
+    the outcome is fixed: before means it never took effect, after means it did (though the client
+    never heard). Otherwise it either never took effect or took effect just before the crash. If
+    ``op`` itself is not enabled, only "never took effect" remains.
     """
     state, event = _coerce(state, event)
     if not isinstance(event, InFlight):
         return (apply(state, event),)
-    outcomes = [rec.crash(state)] if state.runtime is not RuntimePhase.DOWN else [state]
-    try:
-        done = apply(state, event.op)
-    except ModelError:
-        return tuple(outcomes)
-    outcomes.append(rec.crash(done) if done.runtime is not RuntimePhase.DOWN else done)
+    side = _bracket(event.point, event.op.type)
+    not_done = rec.crash(state) if state.runtime is not RuntimePhase.DOWN else state
+    outcomes = [] if side == "after" else [not_done]
+    if side != "before":
+        try:
+            done = apply(state, event.op)
+        except ModelError:
+            if side == "after":
+                raise
+        else:
+            outcomes.append(rec.crash(done) if done.runtime is not RuntimePhase.DOWN else done)
     return tuple(o.with_(last_event="in_flight") for o in outcomes)

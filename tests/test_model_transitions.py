@@ -300,6 +300,23 @@ def test_in_flight_operation_has_both_outcomes(running):
     assert all(o.runtime is RuntimePhase.DOWN for o in outcomes)
 
 
+def test_a_bracketing_point_fixes_the_outcome():
+    state = ModelState()
+    submit = ev.Submit(work_id="w9", text="draft")
+    (before,) = successors(state, ev.InFlight(op=submit, point="input.accept.before"))
+    assert "w9" not in before.work  # never acknowledged, never represented as submitted
+    (after,) = successors(state, ev.InFlight(op=submit, point="input.accept.after"))
+    assert after.work["w9"].original_input == "draft"  # saved; the client just never heard
+    both = successors(state, ev.InFlight(op=submit, point="tool.running"))
+    assert len(both) == 2
+
+
+def test_an_after_point_for_an_impossible_operation_is_an_error(running):
+    # "after" claims the operation took effect; one that cannot take effect is bad input
+    with pytest.raises(UnknownWorkItem):
+        successors(running, ev.InFlight(op=ev.ToolCommit(call_id="c-none"), point="tool.result.commit.after"))
+
+
 def test_in_flight_operation_that_cannot_apply_has_one_outcome(running):
     (only,) = successors(running, ev.InFlight(op=ev.Resume(work_id="w1"), point="input.accept.before"))
     assert only.runtime is RuntimePhase.DOWN
