@@ -96,7 +96,8 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     """Ask the provider for the next message; True if the request is answered (no tool calls)."""
     work_id, turn_id = item["work_id"], turn["turn_id"]
     # A logical request is one step of the conversation; every try of it is a new attempt (own receipt).
-    step = one(ctx.db, "SELECT COUNT(*) AS n FROM messages WHERE work_id=? AND role='assistant'", (work_id,))["n"]
+    step = one(ctx.db, "SELECT COUNT(*) AS n FROM messages WHERE work_id=? AND role='assistant' AND origin='real'",
+               (work_id,))["n"]
     n = one(ctx.db, "SELECT COUNT(*) AS n FROM provider_requests WHERE work_id=? AND step=?",
             (work_id, step))["n"] + 1
     request_id = f"{work_id}.s{step}.a{n}"
@@ -121,7 +122,7 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
         resp = req.receive()
     except ProviderFault as fault:
         settle_usage(ctx, work_id, request_id, fault.watermark, complete=False)
-        schedule_retry(ctx, item, gen, request_id, fault)
+        schedule_retry(ctx, item, gen, request_id, fault, turn_id)
         raise Interrupted("provider_fault") from fault
     settle_usage(ctx, work_id, request_id, resp.watermark, complete=True)
     with fenced(ctx.db, work_id, gen, "provider.commit"):
@@ -225,7 +226,7 @@ def commit_result(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
 # --- retries and completion ----------------------------------------------------------------------
 
 
-def schedule_retry(ctx: Ctx, item: dict, gen: int, request_id: str, fault: ProviderFault) -> None:
+def schedule_retry(ctx: Ctx, item: dict, gen: int, request_id: str, fault: ProviderFault, turn_id: str) -> None:
     """A provider fault: a durable retry time with bounded backoff, or pending recovery once persistent."""
     work_id = item["work_id"]
     if fault.status in (401, 403):
@@ -237,6 +238,11 @@ def schedule_retry(ctx: Ctx, item: dict, gen: int, request_id: str, fault: Provi
     with fenced(ctx.db, work_id, gen, "provider.fault"):
         ctx.db.conn.execute("UPDATE provider_requests SET status=? WHERE request_id=?",
                             ("failed" if fault.delivered else "lost", request_id))
+        if fault.partial_text:  # kept with a marker for the record; never sent back as a real answer
+            ctx.db.conn.execute(
+                "INSERT INTO messages (work_id, session_id, turn_id, role, content, origin, at)"
+                " VALUES (?,?,?,'assistant',?,'interrupted_partial',?)",
+                (work_id, item["session_id"], turn_id, fault.partial_text + " [interrupted]", now()))
         _fault(ctx, work_id, gen, f"provider fault: {fault}", persistent)
 
 

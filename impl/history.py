@@ -3,7 +3,9 @@
 Original history is never rewritten; this is a view over it (seed 000, request-history repair):
 each assistant tool call is followed immediately by its result, where the last saved real result
 wins over a recovery placeholder, and a call with neither gets a deterministic unknown placeholder.
-Tool results without a matching call are not sent. User-message order is untouched.
+Tool results without a matching call are not sent. User-message order is untouched. The partial text
+of a response lost mid-stream is kept (with an interruption marker) but never sent back as if it
+had been a complete answer.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def build(db: sqlite_utils.Database, session_id: str) -> list[dict]:
             "(SELECT work_id FROM work_items WHERE session_id=?)", (session_id,))}
     out: list[dict] = []
     for m in msgs:
-        if m["role"] == "tool":
+        if m["role"] == "tool" or m["origin"] == "interrupted_partial":
             continue
         if m["role"] == "assistant" and m["tool_calls"]:
             calls = json.loads(m["tool_calls"])

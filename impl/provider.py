@@ -51,9 +51,11 @@ class Response:
 class ProviderFault(Exception):
     """The attempt failed. ``delivered`` says whether a response (an HTTP status) came back at all."""
 
-    def __init__(self, text: str, *, retryable: bool, delivered: bool, watermark: Watermark, status: int = 0):
+    def __init__(self, text: str, *, retryable: bool, delivered: bool, watermark: Watermark, status: int = 0,
+                 partial_text: str = ""):
         super().__init__(text)
         self.retryable, self.delivered, self.watermark, self.status = retryable, delivered, watermark, status
+        self.partial_text = partial_text  # streamed text received before the loss, kept for the record
 
 
 class Request:
@@ -76,6 +78,7 @@ class Request:
                         "Accept": "text/event-stream", "Authorization": f"Bearer {api_key or 'recoverykit'}"}
         self.timeout_s = timeout_s
         self.watermark = Watermark()
+        self.partial: list[str] = []
         self.conn: http.client.HTTPConnection | None = None
 
     def send(self) -> None:
@@ -106,7 +109,7 @@ class Request:
             raise
         except (TimeoutError, OSError, http.client.HTTPException, ValueError) as exc:
             raise ProviderFault(f"the response was lost: {exc!r}", retryable=True, delivered=False,
-                                watermark=self.watermark) from exc
+                                watermark=self.watermark, partial_text="".join(self.partial)) from exc
         finally:
             self.close()
 
@@ -119,7 +122,7 @@ class Request:
         return Response(msg.get("content") or "", calls, choice.get("finish_reason"), self.watermark)
 
     def _stream(self, resp: http.client.HTTPResponse) -> Response:
-        content: list[str] = []
+        content = self.partial
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
         done = False
@@ -146,7 +149,7 @@ class Request:
                 finish = choice.get("finish_reason") or finish
         if not done:
             raise ProviderFault("the stream ended before [DONE]", retryable=True, delivered=False,
-                                watermark=self.watermark)
+                                watermark=self.watermark, partial_text="".join(content))
         return Response("".join(content), [calls[i] for i in sorted(calls)], finish, self.watermark)
 
     def close(self) -> None:

@@ -207,8 +207,8 @@ class Worker:
 
 def answered(ctx: Ctx, work_id: str) -> bool:
     """The request's answer is already committed (e.g. it arrived just after a Pause): finish, ask nothing."""
-    last = one(ctx.db, "SELECT role, tool_calls FROM messages WHERE work_id=? AND origin<>'recovery_notice'"
-                       " ORDER BY msg_seq DESC LIMIT 1", (work_id,))
+    last = one(ctx.db, "SELECT role, tool_calls FROM messages WHERE work_id=? AND"
+                       " origin IN ('real', 'placeholder', 'refused') ORDER BY msg_seq DESC LIMIT 1", (work_id,))
     return last is not None and last["role"] == "assistant" and not last["tool_calls"]
 
 

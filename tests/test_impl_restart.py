@@ -118,6 +118,12 @@ def test_cut_stream_leaves_a_partial_receipt_and_a_durable_retry(harness_factory
     assert (first.attempt, first.usage, second.attempt, second.usage) == (1, "partial", 2, "known")
     assert first.prompt_tokens == 30 and first.completion_tokens < 10  # a lower bound, never summed
     h.check_invariants(snap)
+    conn = sqlite3.connect(h.data_dir / "runtime.db")
+    try:
+        kept = conn.execute("SELECT content FROM messages WHERE origin='interrupted_partial'").fetchall()
+    finally:
+        conn.close()
+    assert len(kept) == 1 and kept[0][0].endswith("[interrupted]") and "hello" in kept[0][0]
 
 
 def test_after_an_unknown_outcome_only_safe_tools_run(harness_factory):
