@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import click
-from recoverykit.model.catalogue import Verdict
+from recoverykit.model.catalogue import Profile, Verdict
+from recoverykit.model.errors import InvalidArgument
 from rich.console import Console
 from rich.table import Table
 
@@ -28,6 +29,7 @@ def _broker_factory():
               help="The adapter command (split like a shell would, never run by one). "
                    "Default: the bundled reference runtime, `python -m recoverykit.impl`.")
 @click.option("--profile", "profiles", multiple=True, default=("chat_core",), show_default=True,
+              type=click.Choice([p.value for p in Profile]),
               help="Contract profile(s) whose required clauses decide the verdict (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed of the lockstep machine (printed when not given).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -101,7 +103,10 @@ def check(bundle: Path, as_json: bool) -> None:
     """Re-check a stored bundle with the history checker and exit with its verdict (0 / 1 / 2)."""
     from recoverykit.conformance.bundle import recheck
 
-    verdict, results = recheck(bundle)
+    try:
+        verdict, results = recheck(bundle)
+    except InvalidArgument as exc:
+        raise click.UsageError(str(exc)) from None
     if as_json:
         click.echo(json.dumps({"verdict": verdict.value, "results": [r.as_dict() for r in results]}, indent=2))
     else:

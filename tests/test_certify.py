@@ -1,0 +1,121 @@
+"""``recoverykit certify`` end to end against the mini runtime: the honest one passes, each bug is caught.
+
+These start real processes (the mini runtime's adapter and worker, probe tools, the scripted
+provider), so every test ends by proving that nothing it started is still running.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import psutil
+import pytest
+from recoverykit.conformance.certify import Options, certify
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'}"
+BUGS = {"resume_paused": "RI-03", "rerun_unknown": "FA-15", "sum_usage": "USG-05"}
+
+pytestmark = pytest.mark.slow
+
+
+def leftovers(path: Path) -> list[str]:
+    """Live processes whose command line mentions ``path`` (workers, probes: all carry run-dir paths)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and str(path) in " ".join(proc.info["cmdline"] or []):
+                found.append(" ".join(proc.info["cmdline"]))
+        except psutil.Error:
+            continue
+    return found
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recoverykit", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    out = tmp_path_factory.mktemp("honest")
+    cert = certify(Options(adapter=MINI, out=out, seed=7, examples=1))
+    yield cert
+    assert leftovers(out) == []
+
+
+def test_the_honest_mini_runtime_certifies_valid(honest):
+    assert honest.verdict.value == "valid", [(c.name, c.verdict.value, c.message) for c in honest.cases]
+    assert honest.exit_code == 0
+    assert {c for c, v in honest.clauses.items() if v.value == "valid"} >= honest.required
+    results = json.loads((honest.out / "results.json").read_text())
+    assert results["verdict"] == "valid" and results["seed"] == 7
+    assert results["adapter"]["name"] == "mini-runtime"
+    assert not (honest.out / "bundles").exists()  # bundles only for failing cases
+
+
+def test_undeclared_profiles_are_not_applicable_never_passed(honest):
+    na = {c.name for c in honest.cases if c.verdict.value == "not_applicable"}
+    assert na == {"goal_restart", "approval_unknown_write", "job_restart", "paperclip_retry"}
+    assert honest.clauses["GOAL-01"].value == "not_applicable"
+    suite = ET.parse(honest.out / "junit.xml").getroot().find("testsuite")
+    skipped = [tc for tc in suite.iter("testcase") if tc.find("skipped") is not None]
+    assert {tc.get("name") for tc in skipped} == na
+    assert all(tc.find("skipped").get("message") == "profile not declared" for tc in skipped)
+    assert suite.get("failures") == "0" and suite.get("tests") == str(len(honest.cases))
+
+
+def test_a_stored_run_rechecks_with_the_history_checker(honest, tmp_path):
+    run_dir = honest.out / "runs" / "chat_unknown_write"
+    done = cli("check", str(run_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FA-15" in done.stdout
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_each_broken_adapter_is_caught_with_a_short_reproduction(bug, tmp_path):
+    out = tmp_path / "out"
+    done = cli("certify", "--adapter", f"{MINI} --bug {bug}", "--out", str(out), "--seed", "3", "--examples", "1",
+               "--json")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    results = json.loads(done.stdout)
+    clause_id = BUGS[bug]
+    assert results["verdict"] == "invalid"
+    assert results["clauses"][clause_id]["verdict"] == "invalid"
+    lockstep = next(c for c in results["cases"] if c["name"] == "lockstep")
+    assert lockstep["verdict"] == "invalid" and clause_id in lockstep["message"]
+    steps = [line for line in lockstep["program"] if line.startswith("state.") and "teardown" not in line]
+    assert 1 <= len(steps) <= 5, lockstep["program"]
+    bundle = Path(lockstep["bundle"])
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    assert manifest["seed"] == 3 and manifest["replay"].startswith("recoverykit certify --adapter")
+    assert {"history.jsonl", "provider-ledger.jsonl", "adapter.stderr.log", "program.txt"} <= {
+        p.name for p in bundle.iterdir()}
+    assert (bundle / "data" / "state.db").exists()
+    recheck = cli("check", str(bundle))
+    assert recheck.returncode == 1 and clause_id in recheck.stdout
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    failed = {tc.get("name") for tc in suite.iter("testcase") if tc.find("failure") is not None}
+    assert "lockstep" in failed
+    assert leftovers(out) == []
+
+
+def test_an_unknown_profile_is_a_usage_error():
+    done = cli("certify", "--adapter", MINI, "--profile", "chat")
+    assert done.returncode == 64, done.stderr
+    assert "chat_core" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unknown_case_is_a_usage_error():
+    done = cli("certify", "--adapter", MINI, "--only", "no_such_case")
+    assert done.returncode == 64 and "not a case" in done.stderr
+
+
+def test_check_of_a_folder_without_history_is_a_usage_error(tmp_path):
+    done = cli("check", str(tmp_path))
+    assert done.returncode == 64, done.stderr
+    assert "not a recoverykit bundle" in done.stderr
