@@ -26,6 +26,7 @@ from recoverykit.model.catalogue import (
 from recoverykit.model.decisions import (
     GATE_NONE,
     GATE_REASON,
+    GATE_RECOVERY_DISABLED,
     GATE_UNKNOWN_EFFECT,
     GoalEvent,
     budget_status,
@@ -69,8 +70,12 @@ def _unknown_effects(state: ModelState, work_id: str) -> frozenset[str]:
                      and c.effect_class is EffectClass.UNKNOWN)
 
 
-def gate_for(state: ModelState, intent: RunIntent) -> int:
-    """The decision-order gate for one work item, from its durable facts."""
+def gate_for(state: ModelState, intent: RunIntent, *, recovering: bool = False) -> int:
+    """The decision-order gate for one work item, from its durable facts.
+
+    A disabled recovery policy holds work only in a recovery decision: it disables automatic
+    recovery, not ordinary execution.
+    """
     goal = state.goals.get(intent.goal_id) if intent.goal_id else None
     budget = goal.budget if goal else None
     status = 0
@@ -81,7 +86,7 @@ def gate_for(state: ModelState, intent: RunIntent) -> int:
         status = budget_status(budget.limit, budget.spent_known, budget.unknown_requests + open_unknown)
     pending = any(a.work_id == intent.work_id and a.status == "pending" for a in state.approvals.values())
     return first_gate(intent.desired_state is not DesiredState.RUN,
-                      intent.recovery_policy is RecoveryPolicy.DISABLED, pending, intent.permission_ok,
+                      recovering and intent.recovery_policy is RecoveryPolicy.DISABLED, pending, intent.permission_ok,
                       status, intent.resources_ok, bool(_unknown_effects(state, intent.work_id)))
 
 
@@ -160,8 +165,18 @@ def _decide(state: ModelState, modes: dict[str, RecoveryMode]) -> ModelState:
     for work_id, intent in state.work.items():
         if intent.desired_state is not DesiredState.RUN or modes.get(work_id) is RecoveryMode.HOLD:
             continue  # stops, pauses and finished work keep their reason; a held owner keeps its own
-        gate = gate_for(state, intent)
+        gate = gate_for(state, intent, recovering=True)
         turn = state.open_turn(work_id)
+        if gate == GATE_RECOVERY_DISABLED:
+            # explicitly disabled automatic recovery stays effective: the work waits for the user's
+            # Resume, with the reason saying so (the only restart after which a person must act)
+            if turn is not None:
+                turns[turn.turn_id] = turn.model_copy(update={"status": TurnStatus.INTERRUPTED})
+            work[work_id] = intent.model_copy(update={
+                "desired_state": DesiredState.PAUSED, "reason_code": ReasonCode.AUTOMATIC_RECOVERY_DISABLED,
+                "control_version": intent.control_version + 1,
+                "last_committed_progress": intent.last_committed_progress + (turn is not None)})
+            continue
         if turn is not None and gate in (GATE_NONE, GATE_UNKNOWN_EFFECT):
             if modes.get(work_id) is RecoveryMode.NEW_ATTEMPT:
                 turns[turn.turn_id] = turn.model_copy(update={"attempt": turn.attempt + 1})

@@ -50,7 +50,6 @@ class ModelState(Record):
     retry_generations: dict[str, RetryGeneration] = {}
     admitted_keys: frozenset[str] = frozenset()  # continuation keys that already admitted a turn
     provider_billed: dict[str, int] = {}  # ground truth: tokens the provider really charged per request
-    last_event: str = ""
 
     # --- lookups that raise the model's typed error --------------------------------------------------
 

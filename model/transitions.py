@@ -420,6 +420,8 @@ def _turn_complete(state: S, ev) -> S:
         "desired_state": DesiredState.DONE if done else intent.desired_state,
         "reason_code": ReasonCode.FINISHED if done else ReasonCode.QUEUED})
     state = state.with_(turns=put(state.turns, turn.turn_id, turn.model_copy(update={"status": TurnStatus.COMPLETED})))
+    if done:
+        state = state.with_(retry_receipts=_settle_receipts(state, ev.work_id, RetryReceiptStatus.COMPLETED))
     return _set_intent(state, intent)
 
 
@@ -500,6 +502,8 @@ def _wait_create(state: S, ev) -> S:
     turn = _open_turn(state, ev.work_id)
     if ev.handle in state.waits:
         raise EventNotEnabled(f"wait handle {ev.handle!r} exists")
+    if any(w.consumption_key == ev.consumption_key for w in state.waits.values()):
+        raise EventNotEnabled(f"consumption key {ev.consumption_key!r} is taken; each wait needs a unique one")
     intent = state.work[ev.work_id]
     goal = state.goals.get(intent.goal_id) if intent.goal_id else None
     wait = DurableWait(handle=ev.handle, work_id=ev.work_id, goal_revision=goal.revision if goal else 0,
@@ -540,6 +544,13 @@ def _stale_write(state: S, ev) -> S:
     return state
 
 
+def _settle_receipts(state: S, work_id: str, status: RetryReceiptStatus) -> dict:
+    """Accepted Retry receipts of a work item end with its run; they stay, so their keys stay taken."""
+    return {k: (r.model_copy(update={"status": status})
+                if r.work_id == work_id and r.status is RetryReceiptStatus.ACCEPTED else r)
+            for k, r in state.retry_receipts.items()}
+
+
 def _task_failure(state: S, ev) -> S:
     intent = state.intent(ev.work_id)
     gen = state.retry_generations.get(ev.work_id) or RetryGeneration(work_id=ev.work_id)
@@ -549,7 +560,8 @@ def _task_failure(state: S, ev) -> S:
     at = -1 if gen.exhausted else next_retry_at_ms(failures, first, state.clock_ms, jitter, ev.cooldown_until_ms)
     gen = gen.model_copy(update={"failures": failures, "first_failure_ms": first, "jitter_permille": jitter,
                                  "next_at_ms": None if at < 0 else at, "exhausted": at < 0})
-    state = state.with_(retry_generations=put(state.retry_generations, ev.work_id, gen))
+    state = state.with_(retry_generations=put(state.retry_generations, ev.work_id, gen),
+                        retry_receipts=_settle_receipts(state, ev.work_id, RetryReceiptStatus.FAILED))
     turn = state.open_turn(ev.work_id)
     if turn is not None:
         turn = turn.model_copy(update={"status": TurnStatus.INTERRUPTED})
@@ -616,8 +628,7 @@ def apply(state: ModelState, event: Record | dict) -> ModelState:
     state, event = _coerce(state, event)
     if isinstance(event, InFlight):
         raise EventNotEnabled("an InFlight event has more than one outcome; use successors(state, event)")
-    new = HANDLERS[event.type](state, event)
-    return new.with_(last_event=event.type)
+    return HANDLERS[event.type](state, event)
 
 
 # The operation each before/after pair brackets: at ``<pair>.before`` the operation has not taken
@@ -663,4 +674,4 @@ def successors(state: ModelState, event: Record | dict) -> tuple[ModelState, ...
                 raise
         else:
             outcomes.append(rec.crash(done) if done.runtime is not RuntimePhase.DOWN else done)
-    return tuple(o.with_(last_event="in_flight") for o in outcomes)
+    return tuple(outcomes)

@@ -151,8 +151,7 @@ def test_host_change_holds_and_forbids_takeover(running):
 
 def test_stale_generation_write_is_rejected(running):
     state = apply(running, ev.Restart(kind=RestartKind.TREE_KILL))
-    accepted = apply(state, ev.StaleWrite(work_id="w1", generation=2))
-    assert accepted.work == state.work and accepted.leases == state.leases
+    assert apply(state, ev.StaleWrite(work_id="w1", generation=2)) == state  # accepted: a current write
     with pytest.raises(StaleVersion):
         apply(state, ev.StaleWrite(work_id="w1", generation=1))
 
@@ -231,6 +230,36 @@ def test_paperclip_retry_keys_and_generations(running):
     assert apply(clicked, ev.RetryRequest(company="c", idempotency_key="k1", work_id="w1")) == clicked
     restarted = apply(clicked, ev.Restart(kind=RestartKind.TREE_KILL))
     assert restarted.retry_generations == clicked.retry_generations  # restarts never replenish
+
+
+def test_retry_keys_stay_taken_after_the_receipt_completes_or_fails(running):
+    state = run(running, ev.RetryRequest(company="c", idempotency_key="k", work_id="w1"))
+    assert state.retry_receipts["c/k"].status == "accepted"  # attached to the work already running
+    failed = apply(state, ev.TaskFailure(work_id="w1"))
+    assert failed.retry_receipts["c/k"].status == "failed"
+    assert apply(failed, ev.RetryRequest(company="c", idempotency_key="k", work_id="w1")) == failed
+    other = apply(failed, ev.RetryRequest(company="other", idempotency_key="k", work_id="w1"))
+    assert other.retry_receipts["other/k"].generation == 1  # a new key, same generation: not exhausted
+    done = run(state, ev.TurnComplete(work_id="w1"))
+    assert done.retry_receipts["c/k"].status == "completed"
+
+
+def test_disabled_automatic_recovery_stays_effective():
+    state = run(ModelState(), ev.Submit(work_id="w", text="x", recovery_policy="disabled"),
+                ev.Admit(work_id="w", turn_id="t1"))  # ordinary execution is not affected
+    state = apply(state, ev.Restart(kind=RestartKind.TREE_KILL))
+    assert state.work["w"].desired_state is DesiredState.PAUSED
+    assert state.work["w"].reason_code is ReasonCode.AUTOMATIC_RECOVERY_DISABLED
+    assert state.open_turn("w") is None
+    resumed = run(state, ev.Resume(work_id="w"), ev.Admit(work_id="w", turn_id="t2"))
+    assert resumed.open_turn("w").turn_id == "t2"
+
+
+def test_wait_consumption_keys_are_unique(goal):
+    state = apply(goal, ev.WaitCreate(work_id="g", handle="h1", consumption_key="k"))
+    state = run(state, ev.Notification(handle="h1", observed_version=1), ev.Admit(work_id="g", turn_id="t2"))
+    with pytest.raises(EventNotEnabled, match="consumption key"):
+        apply(state, ev.WaitCreate(work_id="g", handle="h2", consumption_key="k"))
 
 
 def test_retry_jitter_is_persisted_on_the_first_failure(running):
