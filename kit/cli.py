@@ -65,8 +65,23 @@ class LazyGroup(click.Group):
 def cli() -> None:
     """Model and conformance kit for restart recovery of AI-agent runtimes.
 
-    Verdict exits: 0 valid, 1 invalid, 2 unknown. Usage errors exit 64.
+    Verdict exits: 0 valid, 1 invalid, 2 unknown. Usage errors exit 64; a defect in the kit
+    itself exits 70 with the traceback saved to a file.
     """
+
+
+def _internal_error(exc: BaseException) -> Exit:
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="recoverykit-crash-", suffix=".txt", delete=False) as f:
+        traceback.print_exception(exc, file=f)
+    click.echo(
+        f"recoverykit internal error ({type(exc).__name__}: {exc}). This is a defect in the kit, not a "
+        f"verdict on your runtime; the traceback is in {f.name}. Please report it with that file.",
+        err=True,
+    )
+    return Exit.SOFTWARE
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,6 +105,11 @@ def main(argv: list[str] | None = None) -> None:
         # A kit-raised error that reached the top without a verdict: say what it was, no traceback.
         click.echo(f"Error ({type(exc).__name__}): {exc}", err=True)
         code = Exit.UNKNOWN
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        code = Exit.UNKNOWN
+    except Exception as exc:  # a defect in the kit itself: short message, full traceback in a file
+        code = _internal_error(exc)
     sys.exit(int(code or 0))
 
 

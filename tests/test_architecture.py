@@ -41,3 +41,17 @@ def test_cli_usage_error_exits_64():
     assert result.returncode == 64, result.stderr
     assert "No such command" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_internal_defect_is_a_short_message_not_a_traceback(monkeypatch, capsys):
+    from recoverykit import cli
+
+    monkeypatch.setitem(cli.COMMANDS, "boom", "recoverykit.no_such_module_for_test:cmd")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["boom"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 70
+    assert "internal error" in err and "Traceback" not in err
+    saved = err.split("traceback is in ")[1].split(".txt")[0] + ".txt"
+    assert "ModuleNotFoundError" in Path(saved).read_text()
+    Path(saved).unlink()
