@@ -125,6 +125,12 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
         schedule_retry(ctx, item, gen, request_id, fault, turn_id)
         raise Interrupted("provider_fault") from fault
     settle_usage(ctx, work_id, request_id, resp.watermark, complete=True)
+    ids = [c["id"] for c in resp.tool_calls if c["id"]]
+    if len(ids) != len(set(ids)):  # which call a result belongs to would be a guess: refuse, say why
+        fault = ProviderFault(f"the response has ambiguous duplicate tool call ids {sorted(ids)}", retryable=False,
+                              delivered=True, watermark=resp.watermark)
+        schedule_retry(ctx, item, gen, request_id, fault, turn_id)
+        raise Interrupted("provider_fault")
     with fenced(ctx.db, work_id, gen, "provider.commit"):
         ctx.db.conn.execute("UPDATE provider_requests SET status='responded' WHERE request_id=?", (request_id,))
         calls = [dict(c, id=c["id"] or f"{request_id}.c{i}") for i, c in enumerate(resp.tool_calls)]
