@@ -27,7 +27,8 @@ from recoverykit.conformance.checker import ClauseResult, check
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.junit import write_junit
-from recoverykit.conformance.lockstep import LockstepConfig, run_lockstep
+from recoverykit.conformance.lockstep import LockstepConfig
+from recoverykit.conformance.lockstep_run import run_lockstep
 from recoverykit.conformance.scenarios import SCENARIOS, Scenario, required_clauses
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError

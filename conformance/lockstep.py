@@ -24,7 +24,6 @@ acknowledged input is its own chat request); the runtime needs no person to fini
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +72,6 @@ class Broke(AssertionError):
     def __init__(self, clause_id: str, detail: str, text: str | None = None) -> None:
         self.clause_id = clause_id
         super().__init__(text or clause(clause_id).broke(detail))
-        if LockstepMachine.active is not None and LockstepMachine.active.first_failure is None:
-            LockstepMachine.active.first_failure = time.monotonic()
 
 
 @dataclass
@@ -88,7 +85,6 @@ class LockstepConfig:
     results: list[ClauseResult] = field(default_factory=list)
     failing_run: Path | None = None
     shrink_budget_s: float = 30.0  # after a failure, shrink for at most this long, then report the best found
-    first_failure: float | None = None
 
 
 def make_machine(config: LockstepConfig) -> type[LockstepMachine]:
@@ -98,18 +94,10 @@ def make_machine(config: LockstepConfig) -> type[LockstepMachine]:
 
 class LockstepMachine(RuleBasedStateMachine):
     config: LockstepConfig
-    active: LockstepConfig | None = None  # the config of the machine running now (for the shrink budget)
 
     def __init__(self) -> None:
         super().__init__()
         cfg = self.config
-        if cfg.first_failure is not None and time.monotonic() - cfg.first_failure > cfg.shrink_budget_s:
-            from hypothesis import reject
-            from hypothesis.control import current_build_context
-            with contextlib.suppress(Exception):
-                if not current_build_context().is_final:
-                    reject()  # out of shrinking time: no further candidate can win, the best one is replayed
-        LockstepMachine.active = cfg
         run_dir = make_run_dir(cfg.out, f"lockstep-{len(cfg.runs) + 1:03d}")
         cfg.runs.append(run_dir)
         self.run = Run(cfg.command, run_dir, lockstep_script(), broker_factory=cfg.broker_factory).open()
@@ -376,115 +364,3 @@ class LockstepMachine(RuleBasedStateMachine):
             cfg.results.extend(check(self.run.evidence()))
         finally:
             self.run.close()
-
-
-# Short programs tried before random exploration, like Hypothesis' explicit examples: each is a bug
-# some runtime had (the track record), so a change is incomplete until every one still passes.
-SEED_PROGRAMS: tuple[tuple[tuple[str, dict[str, Any]], ...], ...] = (
-    (("submit", {"script": "lk-text"}), ("settle", {})),
-    (("submit", {"script": "lk-hold"}), ("pause", {"i": 0}), ("kill", {"kind": RestartKind.TREE_KILL})),
-    (("submit", {"script": "lk-unknown"}), ("kill", {"kind": RestartKind.TREE_KILL}), ("settle", {})),
-    (("submit", {"script": "lk-read"}), ("stop_all", {}), ("kill", {"kind": RestartKind.WORKER_KILL}),
-     ("settle", {})),
-)
-
-
-def _arg(value: Any) -> str:
-    return f"{type(value).__name__}.{value.name}" if isinstance(value, RestartKind) else repr(value)
-
-
-def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]], ...]) -> LockstepOutcome:
-    """Run one fixed program through the machine; a failure carries the program as Hypothesis prints it."""
-    from recoverykit.conformance.errors import ProtocolError
-
-    machine = make_machine(config)()
-    lines = [f"state = {type(machine).__name__}()"]
-    outcome = LockstepOutcome(Verdict.VALID, report=lines)
-    try:
-        machine.refines_the_model_and_keeps_history_clauses()
-        for name, kwargs in steps:
-            lines.append(f"state.{name}({', '.join(f'{k}={_arg(v)}' for k, v in kwargs.items())})")
-            getattr(machine, name)(**kwargs)
-            machine.refines_the_model_and_keeps_history_clauses()
-    except Broke as exc:
-        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
-    except ProtocolError as exc:
-        outcome.verdict, outcome.message = exc.verdict, str(exc)
-    finally:
-        lines.append("state.teardown()")
-        machine.teardown()
-    outcome.runs = [config.runs[-1]]
-    return outcome
-
-
-PROFILES: dict[str, dict[str, Any]] = {
-    # bounded: seconds per adapter; what certify runs by default and the kit's CI uses
-    "ci": {"max_examples": 4, "stateful_step_count": 5},
-    # nightly: many more and longer programs
-    "thorough": {"max_examples": 200, "stateful_step_count": 20},
-}
-
-
-@dataclass
-class LockstepOutcome:
-    verdict: Verdict
-    clause_id: str | None = None
-    message: str = ""
-    report: list[str] = field(default_factory=list)  # the printed program and @reproduce_failure
-    results: list[ClauseResult] = field(default_factory=list)
-    runs: list[Path] = field(default_factory=list)
-
-    @property
-    def program(self) -> list[str]:
-        return [line for line in self.report if line.startswith("state") or "reproduce_failure" in line]
-
-
-def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | None = None,
-                 max_examples: int | None = None, database: Path | None = None) -> LockstepOutcome:
-    """Run the machine under a settings profile; a failure comes back shrunk, with its program."""
-    from hypothesis import HealthCheck, Phase, settings
-    from hypothesis import seed as fix_seed
-    from hypothesis.database import DirectoryBasedExampleDatabase
-    from hypothesis.reporting import with_reporter
-    from hypothesis.stateful import get_state_machine_test
-    from recoverykit.conformance.errors import ProtocolError
-
-    for program in SEED_PROGRAMS:
-        found = run_program(config, program)
-        if found.verdict is not Verdict.VALID:
-            found.results = list(config.results)
-            return found
-    limits = dict(PROFILES[profile])
-    if max_examples is not None:
-        limits["max_examples"] = max_examples
-    db = DirectoryBasedExampleDatabase(str(database)) if database is not None else None
-    chosen = settings(deadline=None, print_blob=True, database=db, derandomize=False,
-                      suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                      phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], **limits)
-    test = get_state_machine_test(make_machine(config), settings=chosen)
-    if seed is not None:
-        test = fix_seed(seed)(test)
-    report: list[str] = []
-    outcome = LockstepOutcome(Verdict.VALID, report=report)
-    try:
-        with with_reporter(report.append):
-            test()
-    except Broke as exc:
-        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
-        report.extend(_notes(exc))
-    except ProtocolError as exc:
-        outcome.verdict, outcome.message = exc.verdict, str(exc)
-        report.extend(_notes(exc))
-    outcome.results = list(config.results)
-    outcome.runs = list(config.runs)
-    if outcome.verdict is Verdict.VALID and not config.results:
-        outcome.verdict = Verdict.UNKNOWN
-    return outcome
-
-
-def _notes(exc: BaseException) -> list[str]:
-    """Hypothesis attaches the falsifying program and the reproduce blob as exception notes."""
-    lines: list[str] = []
-    for note in getattr(exc, "__notes__", []):
-        lines += note.splitlines()
-    return lines

@@ -1,0 +1,185 @@
+"""Running the lockstep machine: seed programs first, then Hypothesis under a settings profile.
+
+Kept apart from the machine (``lockstep``) because this is policy, not specification: which short
+programs are tried first (the track record of bugs runtimes had), how long a failure may shrink,
+where failures are stored so the next run tries them first, and how the printed program is kept.
+A failing run comes back as a ``LockstepOutcome`` naming the clause, with the program of rules
+and the ``@reproduce_failure`` line Hypothesis printed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult
+from recoverykit.conformance.errors import ProtocolError
+from recoverykit.conformance.lockstep import Broke, LockstepConfig, make_machine
+from recoverykit.model.catalogue import RestartKind, Verdict
+
+
+@dataclass
+class LockstepOutcome:
+    verdict: Verdict
+    clause_id: str | None = None
+    message: str = ""
+    report: list[str] = field(default_factory=list)  # the printed program and @reproduce_failure
+    results: list[ClauseResult] = field(default_factory=list)
+    runs: list[Path] = field(default_factory=list)
+
+    @property
+    def program(self) -> list[str]:
+        return [line for line in self.report if line.startswith("state") or "reproduce_failure" in line]
+
+
+# Short programs tried before random exploration, like Hypothesis' explicit examples: each is a bug
+# some runtime had (the track record), so a change is incomplete until every one still passes.
+SEED_PROGRAMS: tuple[tuple[tuple[str, dict[str, Any]], ...], ...] = (
+    (("submit", {"script": "lk-text"}), ("settle", {})),
+    (("submit", {"script": "lk-hold"}), ("pause", {"i": 0}), ("kill", {"kind": RestartKind.TREE_KILL})),
+    (("submit", {"script": "lk-unknown"}), ("kill", {"kind": RestartKind.TREE_KILL}), ("settle", {})),
+    (("submit", {"script": "lk-read"}), ("stop_all", {}), ("kill", {"kind": RestartKind.WORKER_KILL}),
+     ("settle", {})),
+)
+
+
+def _arg(value: Any) -> str:
+    return f"{type(value).__name__}.{value.name}" if isinstance(value, RestartKind) else repr(value)
+
+
+def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]], ...]) -> LockstepOutcome:
+    """Run one fixed program through the machine; a failure carries the program as Hypothesis prints it."""
+    machine = make_machine(config)()
+    lines = [f"state = {type(machine).__name__}()"]
+    outcome = LockstepOutcome(Verdict.VALID, report=lines)
+    try:
+        machine.refines_the_model_and_keeps_history_clauses()
+        for name, kwargs in steps:
+            lines.append(f"state.{name}({', '.join(f'{k}={_arg(v)}' for k, v in kwargs.items())})")
+            getattr(machine, name)(**kwargs)
+            machine.refines_the_model_and_keeps_history_clauses()
+    except Broke as exc:
+        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
+    except ProtocolError as exc:
+        outcome.verdict, outcome.message = exc.verdict, str(exc)
+    finally:
+        lines.append("state.teardown()")
+        machine.teardown()
+    outcome.runs = [config.runs[-1]]
+    return outcome
+
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # bounded: seconds per adapter; what certify runs by default and the kit's CI uses
+    "ci": {"max_examples": 4, "stateful_step_count": 5},
+    # nightly: many more and longer programs
+    "thorough": {"max_examples": 200, "stateful_step_count": 20},
+}
+
+
+def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | None = None,
+                 max_examples: int | None = None, database: Path | None = None) -> LockstepOutcome:
+    """Run the machine under a settings profile; a failure comes back shrunk, with its program."""
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import seed as fix_seed
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypothesis.reporting import with_reporter
+    from hypothesis.stateful import get_state_machine_test
+
+    for program in SEED_PROGRAMS:
+        found = run_program(config, program)
+        if found.verdict is not Verdict.VALID:
+            found.results = list(config.results)
+            return found
+    store = database / "failures.txt" if database is not None else None
+    for version, blob in _stored(store):
+        found = _replay(config, version, blob)
+        if found is not None:
+            return found
+    limits = dict(PROFILES[profile])
+    if max_examples is not None:
+        limits["max_examples"] = max_examples
+    db = DirectoryBasedExampleDatabase(str(database)) if database is not None else None
+    chosen = settings(deadline=None, print_blob=True, database=db, derandomize=False,
+                      suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                      phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], **limits)
+    test = get_state_machine_test(make_machine(config), settings=chosen)
+    if seed is not None:
+        test = fix_seed(seed)(test)
+    report: list[str] = []
+    outcome = LockstepOutcome(Verdict.VALID, report=report)
+    from hypothesis.internal.conjecture import engine
+    budget, engine.MAX_SHRINKING_SECONDS = engine.MAX_SHRINKING_SECONDS, config.shrink_budget_s  # documented knob
+    try:
+        with with_reporter(report.append):
+            test()
+    except Broke as exc:
+        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
+        report.extend(_notes(exc))
+    except ProtocolError as exc:
+        outcome.verdict, outcome.message = exc.verdict, str(exc)
+        report.extend(_notes(exc))
+    finally:
+        engine.MAX_SHRINKING_SECONDS = budget
+    if store is not None and outcome.verdict is Verdict.INVALID:
+        lines = [line for line in outcome.report if "@reproduce_failure(" in line]
+        if lines:
+            store.parent.mkdir(parents=True, exist_ok=True)
+            with store.open("a") as f:
+                f.write(lines[0].strip() + "\n")
+    outcome.results = list(config.results)
+    outcome.runs = list(config.runs)
+    if outcome.verdict is Verdict.VALID and not config.results:
+        outcome.verdict = Verdict.UNKNOWN
+    return outcome
+
+
+_BLOB = re.compile(r"@reproduce_failure\((.*?)\)")
+
+
+def _stored(store: Path | None) -> list[tuple[str, bytes]]:
+    """Failures an earlier run stored: (hypothesis version, blob), newest first."""
+    if store is None or not store.exists():
+        return []
+    found = []
+    for line in reversed(store.read_text().splitlines()):
+        match = _BLOB.search(line)
+        if match:
+            try:
+                version, blob = ast.literal_eval(f"({match.group(1)})")
+                found.append((version, blob))
+            except (ValueError, SyntaxError):
+                continue
+    return found
+
+
+def _replay(config: LockstepConfig, version: str, blob: bytes) -> LockstepOutcome | None:
+    """Try a stored failure first (the example database's job, kept here because a fixed seed disables it)."""
+    from hypothesis import HealthCheck, reproduce_failure, settings
+    from hypothesis.errors import DidNotReproduce
+    from hypothesis.stateful import get_state_machine_test
+
+    chosen = settings(deadline=None, print_blob=True, database=None, suppress_health_check=list(HealthCheck),
+                      max_examples=1, stateful_step_count=max(p["stateful_step_count"] for p in PROFILES.values()))
+    test = reproduce_failure(version, blob)(get_state_machine_test(make_machine(config), settings=chosen))
+    outcome = LockstepOutcome(Verdict.INVALID)
+    try:
+        test()
+    except Broke as exc:
+        outcome.clause_id, outcome.message = exc.clause_id, str(exc)
+        outcome.report = [*_notes(exc), f"@reproduce_failure({version!r}, {blob!r})"]
+    except (DidNotReproduce, Exception):  # fixed since, or a different Hypothesis: explore afresh
+        return None
+    outcome.results, outcome.runs = list(config.results), list(config.runs)
+    return outcome
+
+
+def _notes(exc: BaseException) -> list[str]:
+    """Hypothesis attaches the falsifying program and the reproduce blob as exception notes."""
+    lines: list[str] = []
+    for note in getattr(exc, "__notes__", []):
+        lines += note.splitlines()
+    return lines

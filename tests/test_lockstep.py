@@ -1,0 +1,108 @@
+"""The lockstep machine: refinement judgments (no processes) and real programs against the mini runtime."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import recoverykit.conformance.lockstep as lockstep
+import recoverykit.conformance.lockstep_run as lockstep_run
+from recoverykit.conformance.lockstep import LockstepConfig, LockstepMachine, make_machine
+from recoverykit.conformance.lockstep_run import SEED_PROGRAMS, run_lockstep, run_program
+from recoverykit.model.catalogue import Verdict
+from recoverykit.model.events import FrontendReload, Pause, Restart, StopAll, Submit
+from recoverykit.model.state import ModelState
+from recoverykit.model.transitions import apply
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'}"
+
+
+def machine(*events, last="submit") -> LockstepMachine:
+    """A machine without processes: only the model side, for judging observations."""
+    m = object.__new__(make_machine(LockstepConfig("unused")))
+    state = ModelState()
+    for event in events:
+        state = apply(state, event)
+    m.candidates, m.work, m.indefinite, m.turns, m.last = [state], ["w1"], {}, 0, last
+    return m
+
+
+def seen(desired="run", status="queued", inputs=("c1",), work_id="w1"):
+    return {"work_items": [{"work_id": work_id, "desired_state": desired, "status": status, "reason_code": None,
+                            "inputs": [{"client_msg_id": c} for c in inputs]}]}
+
+
+def broke(m, snapshot) -> str:
+    with pytest.raises(lockstep.Broke) as info:
+        m._refine(snapshot)
+    return info.value.clause_id
+
+
+def test_finishing_run_work_refines_the_model():
+    m = machine(Submit(work_id="w1"))
+    m._refine(seen("done", "finished"))
+    assert m.candidates[0].work["w1"].desired_state.value == "done"
+
+
+def test_paused_work_that_continued_breaks_ri_03():
+    m = machine(Submit(work_id="w1"), Pause(work_id="w1"))
+    assert broke(m, seen("done", "finished")) == "RI-03"
+
+
+def test_stopped_all_work_that_continued_breaks_ctl_02():
+    m = machine(Submit(work_id="w1"), StopAll())
+    assert broke(m, seen("run")) == "CTL-02"
+
+
+def test_a_reload_or_a_restart_is_never_a_pause():
+    assert broke(machine(Submit(work_id="w1"), FrontendReload(), last="reload"), seen("paused", "paused")) == "CTL-01"
+    m = machine(Submit(work_id="w1"), Restart(kind="tree_kill"), last="tree_kill")
+    assert broke(m, seen("paused", "paused")) == "CTL-03"
+
+
+def test_inputs_lost_or_invented_break_inp():
+    assert broke(machine(Submit(work_id="w1")), seen(inputs=("c1", "c1"))) == "INP-01"
+    assert broke(machine(Submit(work_id="w1")), seen(work_id="w9")) == "RI-01"
+    m = machine(Submit(work_id="w1"))
+    snap = seen()
+    snap["work_items"].append(seen(work_id="w2")["work_items"][0])
+    assert broke(m, snap) == "INP-02"
+
+
+def test_an_indefinite_submit_may_or_may_not_have_happened():
+    m = machine()
+    m.candidates, m.work, m.indefinite = [ModelState()], [], {"c1": 1}
+    m._refine({"work_items": []})  # it did not happen: fine
+    m._refine(seen())  # it did happen, later seen: adopted
+    assert "w1" in m.work and m.candidates[0].work["w1"]
+
+
+def test_failures_name_the_clause_and_its_definition():
+    error = lockstep.Broke("RI-03", "w1 continued")
+    assert str(error).startswith("broke RI-03: ") and "w1 continued" in str(error)
+
+
+@pytest.mark.slow
+def test_seed_programs_pass_on_the_honest_mini_runtime(tmp_path):
+    config = LockstepConfig(MINI, out=tmp_path)
+    for program in SEED_PROGRAMS:
+        outcome = run_program(config, program)
+        assert outcome.verdict is Verdict.VALID, (outcome.message, outcome.report)
+
+
+@pytest.mark.slow
+def test_hypothesis_finds_shrinks_and_prints_a_reproduction(tmp_path, monkeypatch):
+    monkeypatch.setattr(lockstep_run, "SEED_PROGRAMS", ())  # random exploration only
+    config = LockstepConfig(f"{MINI} --bug sum_usage", out=tmp_path, shrink_budget_s=3.0)
+    outcome = run_lockstep(config, seed=5, max_examples=3, database=tmp_path / "db")
+    assert outcome.verdict is Verdict.INVALID and outcome.clause_id == "USG-05"
+    assert outcome.message.startswith("broke USG-05: ")
+    assert any("state.submit(" in line for line in outcome.program)
+    assert any("@reproduce_failure(" in line for line in outcome.program)
+    stored = (tmp_path / "db" / "failures.txt").read_text()  # stored, and tried first next time:
+    assert "@reproduce_failure(" in stored
+    again = run_lockstep(LockstepConfig(f"{MINI} --bug sum_usage", out=tmp_path / "again"), seed=6,
+                         max_examples=1, database=tmp_path / "db")
+    assert again.clause_id == "USG-05" and len(again.runs) == 1  # replayed at once, no search

@@ -1,0 +1,71 @@
+"""The scenario catalogue as data: every scenario names real clauses, valid scripts and known tools."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from recoverykit.conformance.provider_script import ProviderScript
+from recoverykit.conformance.scenarios import SCENARIOS, SCENARIOS_BY_ID, required_clauses
+from recoverykit.model.catalogue import Profile
+from recoverykit.model.contract import clause
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBES = {"probe_read", "probe_idempotent", "probe_unknown"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
+def test_a_scenario_names_real_clauses_scripts_and_tools(scenario):
+    assert scenario.clauses, f"{scenario.id} exercises no clause"
+    for clause_id in scenario.clauses:
+        clause(clause_id)  # raises UnknownClause for a typo
+    script = ProviderScript.model_validate(scenario.provider_script())
+    assert script.scripts and all(s.cumulative_usage for s in script.scripts)  # every run exercises USG-05
+    assert set(scenario.tools) <= PROBES
+    called = {call.name for s in script.scripts for step in s.steps for call in step.tool_calls}
+    assert called <= set(scenario.tools)
+
+
+def test_every_public_entry_point_has_a_scenario():
+    assert len(SCENARIOS_BY_ID) == len(SCENARIOS)
+    assert {s.profile for s in SCENARIOS} == set(Profile)
+    chat = {s.id for s in SCENARIOS if s.profile is Profile.CHAT_CORE}
+    assert chat == {"chat_read_tool", "chat_unknown_write", "chat_long_tool", "multi_session", "pause_restart",
+                    "stop_all_restart", "long_downtime"}
+
+
+def test_required_clauses_of_chat_core_are_those_its_scenarios_exercise():
+    required = required_clauses(Profile.CHAT_CORE)
+    assert {"INP-01", "FA-15", "USG-05", "RI-02", "RI-03", "RI-05", "CTL-02", "CTL-03", "OWN-02"} <= required
+    assert not any(c.startswith(("GOAL", "APR", "JOB", "RTY")) for c in required)
+    assert required_clauses("goals") == {"GOAL-01", "RI-02"}
+
+
+def test_a_scenario_applies_only_when_its_profile_is_declared():
+    goal = SCENARIOS_BY_ID["goal_restart"]
+    assert not goal.applies({"chat_core"})
+    assert goal.applies({"chat_core", "goals"})
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_runs_scenarios_and_skips_undeclared_profiles(tmp_path):
+    adapter = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", f"--recoverykit-adapter={adapter}",
+         f"--recoverykit-out={tmp_path / 'out'}", "-k", "chat_read_tool or goal_restart"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "1 passed, 1 skipped" in done.stdout
+    assert "profile not declared" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_fails_a_broken_adapter(tmp_path):
+    adapter = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'} --bug sum_usage"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--recoverykit-adapter={adapter}",
+         "-k", "chat_read_tool"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "USG-05" in done.stdout
