@@ -88,6 +88,11 @@ def _cell_status(point, kind, cases, dpoints, dkinds, reachable, sel_points, sel
         return NOT_SELECTED, "outside this run's selection"
     if not cases:
         return NOT_SELECTED, "its cases belong to another shard or scenario selection"
+    if kind == RestartKind.CRASH_DURING_RECOVERY.value and cases and all(
+            c["status"] in ("passed", "failed") and c.get("second_reached") is False for c in cases):
+        # the first crash landed and the runtime came back without running any recovery phase there
+        # (nothing to recover after this point), so no second crash during recovery can exist
+        return NOT_REACHABLE, "no recovery phase runs after a crash at this point (nothing to recover)"
     if any(c["status"] == "not_implemented" for c in cases) and not any(
             c["status"] in ("error", "not_reached") for c in cases):
         return NOT_IMPLEMENTED, cases[0].get("why", "")
@@ -104,7 +109,9 @@ def summarize(cells: list[dict[str, Any]], dpoints: list[str], dkinds: list[str]
     done = [c for c in wanted if c["status"] == EXERCISED]
     points_hit = sorted({c["point"] for c in done})
     never = sorted({c["point"] for c in wanted} - set(points_hit))
+    unknown = [f"{c['point']} x {c['kind']}" for c in wanted if c["status"] == UNKNOWN]
     return {"declared_points": dpoints, "declared_kinds": dkinds, "counts": dict(counts),
+            "unknown_cells": unknown,
             "declared_cells": len(wanted), "exercised_cells": len(done),
             "percent": round(100.0 * len(done) / len(wanted), 1) if wanted else 0.0,
             "points_exercised": points_hit, "declared_never_hit": never, "cells": cells}

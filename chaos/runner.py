@@ -37,6 +37,7 @@ from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, 
 from recoverykit.model.errors import RecoveryKitError
 
 QUIESCE_S = 30.0
+QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point before it counts as unreached
 
 
 def arm(case: Case) -> str:
@@ -73,7 +74,9 @@ def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | 
             pass
         submits_done = all("reply" in t.result or not t.is_alive() for _, _, t in env._pending)  # type: ignore
         if submits_done and env.quiesce(0.1):
-            return None
+            # a point after a commit (completion.commit.before_projection) is hit just after the work looks
+            # finished: give the report time to arrive before calling the point unreached
+            deadline = min(deadline, time.monotonic() + QUIET_GRACE_S)
     return None
 
 
@@ -165,7 +168,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         if env.left:
             result["violations"].append(f"processes {env.left} outlived the case (run marker {env.marker})")
             result["status"] = "error" if result["status"] != "failed" else "failed"
-        if result["status"] in ("failed", "error") and bundle_dir is not None:
+        if result["status"] in ("failed", "error", "not_reached") and bundle_dir is not None:
             result["bundle"] = str(bundles.write(Path(bundle_dir), case, result, env, adapter, seed))
         if not keep:
             env.remove()

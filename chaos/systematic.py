@@ -87,6 +87,8 @@ def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[
     errors = [r for r in results if r["status"] == "error"]
     reasons += [f"{r['id']}: {r.get('why', 'error')}" for r in errors]
     reasons += [f"declared point {p} never exercised" for p in cov.get("declared_never_hit", [])]
+    reasons += [f"declared cell {cell} never exercised" for cell in cov.get("unknown_cells", [])
+                if cell.split(" x ")[0] not in cov.get("declared_never_hit", [])]
     leftovers = [r for r in results if r.get("leftovers")]
     reasons += [f"{r['id']}: leftover processes {r['leftovers']}" for r in leftovers]
     if reasons or not any(r["status"] == "passed" for r in results):

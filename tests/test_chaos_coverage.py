@@ -43,7 +43,8 @@ def test_not_reachable_when_no_scenario_combines_point_and_kind():
 
 def test_crash_during_recovery_counts_only_when_the_second_crash_landed():
     kind = "crash_during_recovery"
-    missed = [case("tool.result.commit.before", kind, "passed", second_reached=False)]
+    missed = [case("tool.result.commit.before", kind, "passed", second_reached=False),
+              case("tool.result.commit.before", kind, "error", why="adapter died")]
     assert cell(coverage.classify(missed, FPS, KINDS), "tool.result.commit.before", kind)["status"] == "unknown"
     landed = [case("tool.result.commit.before", kind, "passed", second_reached=True)]
     assert cell(coverage.classify(landed, FPS, KINDS), "tool.result.commit.before", kind)["status"] == "exercised"
@@ -73,3 +74,20 @@ def test_verdicts():
     assert verdict_of(leaked, {"declared_never_hit": []})[0] is Verdict.UNKNOWN
     assert verdict_of(passed, {"declared_never_hit": ["tool.running"]})[0] is Verdict.UNKNOWN
     assert verdict_of([], {"declared_never_hit": []})[0] is Verdict.UNKNOWN
+
+
+def test_an_unknown_cell_makes_the_run_unknown_even_when_its_point_was_hit_elsewhere():
+    results = [case("tool.result.commit.before", "tree_kill", "passed"),
+               case("tool.result.commit.before", "worker_kill", "not_reached", why="never reached")]
+    cov = coverage.classify(results, FPS, KINDS)
+    assert cov["declared_never_hit"] == [] or "tool.result.commit.before" not in cov["declared_never_hit"]
+    verdict, reasons = verdict_of(results, cov)
+    assert verdict is Verdict.UNKNOWN
+    assert any("tool.result.commit.before x worker_kill" in r for r in reasons)
+
+
+def test_crash_during_recovery_after_a_point_with_nothing_to_recover_is_not_reachable():
+    kind = "crash_during_recovery"
+    results = [case("tool.result.commit.before", kind, "passed", second_reached=False) for _ in range(3)]
+    assert cell(coverage.classify(results, FPS, KINDS), "tool.result.commit.before", kind)["status"] == \
+        "not_reachable"
