@@ -23,15 +23,22 @@ def model() -> None:
 @model.command("explore")
 @click.option("--depth", type=click.IntRange(0, MAX_DEPTH), default=6, show_default=True,
               help="Maximum number of events on a path from an initial configuration.")
+@click.option("--config", "configs", multiple=True, metavar="NAME",
+              help="Start only from this initial configuration (repeatable); default: all of them.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def explore_command(depth: int, as_json: bool) -> None:
+def explore_command(depth: int, configs: tuple[str, ...], as_json: bool) -> None:
     """Explore every abstract state within DEPTH events and check every safety invariant.
 
     Exits 0 when no invariant broke, 1 when one did (the shortest event path is printed).
     """
-    from recoverykit.model.explore import explore
+    from recoverykit.model.explore import CONFIGURATIONS, explore
 
-    result = explore(depth, build_graph=False)
+    unknown = [c for c in configs if c not in CONFIGURATIONS]
+    if unknown:
+        raise click.BadParameter(f"unknown configuration(s) {unknown}; choose from {sorted(CONFIGURATIONS)}",
+                                 param_hint="--config")
+    chosen = {c: CONFIGURATIONS[c] for c in configs} if configs else None
+    result = explore(depth, configurations=chosen, build_graph=False)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

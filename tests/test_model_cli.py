@@ -26,6 +26,13 @@ def test_explore_json_exits_0_with_zero_violations():
     assert all(inv["clause"] for inv in data["invariants_checked"])
 
 
+def test_explore_one_configuration():
+    for config in ("goal-with-budget", "chat-unknown-tool"):  # a chat-only start reaches no Goal state: fine
+        result = _run("explore", "--depth", "3", "--config", config, "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["configurations"] == [config]
+
+
 def test_explore_human_summary():
     result = _run("explore", "--depth", "3")
     assert result.exit_code == 0
@@ -60,7 +67,8 @@ def test_a_violation_exits_1_and_prints_the_shortest_path(monkeypatch, as_json):
 
 
 @pytest.mark.parametrize("args", [["explore", "--depth", "-1"], ["explore", "--depth", "x"],
-                                  ["explore", "--depth", "99"], ["explore", "--bogus"]])
+                                  ["explore", "--depth", "99"], ["explore", "--bogus"],
+                                  ["explore", "--config", "no-such-config"]])
 def test_usage_errors_exit_64_without_traceback(args):
     result = subprocess.run([sys.executable, "-m", "recoverykit", "model", *args], capture_output=True, text=True)
     assert result.returncode == 64, result.stderr
