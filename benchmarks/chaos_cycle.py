@@ -28,6 +28,7 @@ from pathlib import Path
 from recoverykit.chaos import random_waves, systematic
 from recoverykit.chaos.cases import enumerate_cases, not_implemented_reason, parse_case_id
 from recoverykit.chaos.runner import run_case
+from recoverykit.reports.merge import write_all
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI = ROOT / "tests" / "adapters" / "mini_runtime.py"
@@ -57,8 +58,10 @@ def cycles(n: int, base: Path) -> list[dict]:
 def full_run(workers: int, base: Path, quick: bool) -> dict:
     select = {"scenarios": "chat_unknown_write", "kinds": "tree_kill,worker_kill,normal_exit"} if quick else {}
     t0 = time.monotonic()
-    doc = systematic.run(None, workers=workers, out_dir=base / f"full-{workers}", **select)
-    return {"wall_s": time.monotonic() - t0, "cases": len(doc["cases"]), "verdict": doc["verdict"],
+    out = base / f"full-{workers}"
+    doc = systematic.run(None, workers=workers, out_dir=out, **select)
+    write_all(doc, out)  # results.json and the failure-acceptance report, as `recoverykit chaos --out` writes
+    return {"out": str(out), "wall_s": time.monotonic() - t0, "cases": len(doc["cases"]), "verdict": doc["verdict"],
             "statuses": doc["statuses"], "coverage": doc["coverage"]["percent"],
             "leftovers": sum(len(c.get("leftovers") or []) for c in doc["cases"])}
 
@@ -96,6 +99,7 @@ def main() -> int:
     parser.add_argument("--skip-full", action="store_true", help="skip the whole systematic runs (3)")
     ns = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="rk-bench-chaos-"))
+    print(f"run directory: {base}")
     bare = bare_start(11)
     timings = cycles(ns.cycles, base)
     cycle = statistics.median(t["total"] for t in timings)
@@ -110,7 +114,7 @@ def main() -> int:
             f = full_run(workers, base, ns.quick)
             print(f"whole systematic run{' (quick subset)' if ns.quick else ''}, {workers} worker(s): "
                   f"{f['wall_s']:.1f} s for {f['cases']} cases; verdict {f['verdict']} {f['statuses']}; "
-                  f"coverage {f['coverage']} %; leftover processes {f['leftovers']}")
+                  f"coverage {f['coverage']} %; leftover processes {f['leftovers']} (results: {f['out']})")
     print(f"time to first detection (broken mini runtimes; random capped at {ns.waves} waves, seed {ns.seed}):")
     for bug in BUGS:
         s = systematic_first_detection(bug, base)
