@@ -42,7 +42,9 @@ from recoverykit.model.transitions import apply
 
 SCRIPTS = ("lk-text", "lk-read", "lk-unknown", "lk-hold")
 WORKER_POINTS = ("provider.request.after", "usage.persist.before", "usage.persist.after", "tool.dispatch.after",
-                 "tool.result.commit.before", "tool.result.commit.after", "completion.commit.before_projection")
+                 "tool.result.commit.before", "tool.result.commit.after", "completion.commit.before_projection",
+                 # a crash here is a crash during recovery: the start after it must finish the job
+                 "recovery.claim.after", "recovery.repair.after", "recovery.decide.after")
 GRACEFUL = (RestartKind.NORMAL_EXIT, RestartKind.GRACEFUL_WORKER_RESTART)
 KILLS = (RestartKind.WORKER_KILL, RestartKind.TREE_KILL, RestartKind.LONG_DOWNTIME, RestartKind.HOST_IDENTITY_CHANGE)
 STEP_SETTLE_S = 0.3
@@ -260,7 +262,7 @@ class LockstepMachine(RuleBasedStateMachine):
             self._each(Restart(kind=kind))
 
     @precondition(lambda self: self.points and not self.armed)
-    @rule(i=st.integers(0, 6))
+    @rule(i=st.integers(0, 9))
     def arm_crash(self, i: int) -> None:
         """Restart with a failpoint armed to crash: the runtime kills itself there; the kit sees the exit."""
         point = self.points[i % len(self.points)]
@@ -271,8 +273,9 @@ class LockstepMachine(RuleBasedStateMachine):
         self._each(Restart(kind=RestartKind.TREE_KILL))
 
     def _crashed(self) -> None:
+        """Judged by the processes' exit (psutil via ``processes``), never by the adapter's word."""
         alive = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
-        if self.workers and not (self.workers & alive):
+        if not alive or self.workers - alive:
             self.run.recorder.fault("crash", point=self.point, pids=sorted(self.workers))
             self.armed = False
             self._start(failpoints="")

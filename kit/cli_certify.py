@@ -65,6 +65,8 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
                       settings_profile=settings_profile, only=tuple(only), broker_factory=_broker_factory(),
                       progress=progress)
+    from recoverykit.chaos.reaper import reap_stale
+    reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     cert = run(options)
     if as_json:
         click.echo(json.dumps(cert.as_dict(), indent=2))
