@@ -174,6 +174,8 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
         case.message = str(exc)
         if getattr(exc, "verdict", None) is Verdict.INVALID:  # a protocol break is a defect of the adapter
             case.results.append(ClauseResult("protocol", Verdict.INVALID, str(exc)))
+    except Exception as exc:  # the kit's environment failed: no evidence, so unknown (never a traceback)
+        case.message = f"the run could not be completed: {type(exc).__name__}: {exc}"
     case.verdict = _case_verdict(case)
     case.seconds = time.monotonic() - began
     _tell(options, scenario.id, case.verdict.value)

@@ -65,6 +65,8 @@ def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]],
         outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
     except ProtocolError as exc:
         outcome.verdict, outcome.message = exc.verdict, str(exc)
+    except Exception as exc:  # the run could not be completed: no evidence either way
+        outcome.verdict, outcome.message = Verdict.UNKNOWN, f"the program could not finish: {type(exc).__name__}: {exc}"
     finally:
         lines.append("state.teardown()")
         machine.teardown()
@@ -121,6 +123,9 @@ def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | Non
         report.extend(_notes(exc))
     except ProtocolError as exc:
         outcome.verdict, outcome.message = exc.verdict, str(exc)
+        report.extend(_notes(exc))
+    except Exception as exc:  # the environment or the adapter could not go on: unknown, with the program
+        outcome.verdict, outcome.message = Verdict.UNKNOWN, f"lockstep could not finish: {type(exc).__name__}: {exc}"
         report.extend(_notes(exc))
     finally:
         engine.MAX_SHRINKING_SECONDS = budget
