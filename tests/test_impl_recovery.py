@@ -380,3 +380,15 @@ def test_an_internal_fault_becomes_a_bounded_durable_retry_then_pending_recovery
     assert recovery.claim(ctx, work_id) is None  # no idle retries once a person must act
     control.control(ctx.db, "resume", work_id)  # the Retry action
     assert recovery.claim(ctx, work_id) == 4
+
+
+def test_a_result_without_its_call_is_never_sent(tmp_path):
+    from recoverykit.impl import history
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    with tx(ctx.db):
+        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, tool_call_id, at)"
+                            " VALUES (?,?,'tool','orphan','call_nobody_made',0)", (work_id, "s1"))
+        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at)"
+                            " VALUES (?,?,'user','second',0)", (work_id, "s1"))
+    assert history.build(ctx.db, "s1") == [{"role": "user", "content": "hello"}, {"role": "user", "content": "second"}]
