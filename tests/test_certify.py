@@ -119,3 +119,30 @@ def test_check_of_a_folder_without_history_is_a_usage_error(tmp_path):
     done = cli("check", str(tmp_path))
     assert done.returncode == 64, done.stderr
     assert "not a recoverykit bundle" in done.stderr
+
+
+def test_a_required_clause_never_exercised_makes_the_verdict_unknown(tmp_path):
+    done = cli("certify", "--adapter", MINI, "--only", "chat_read_tool", "--out", str(tmp_path), "--json")
+    assert done.returncode == 2, done.stderr[-2000:]
+    results = json.loads(done.stdout)
+    assert results["verdict"] == "unknown"
+    assert results["clauses"]["RI-03"] == {"verdict": "unknown", "required": True}  # nobody paused anything
+    assert results["clauses"]["INP-01"]["verdict"] == "valid"
+    assert leftovers(tmp_path) == []
+
+
+def test_verdict_rules():
+    from recoverykit.conformance.certify import verdict_of
+    from recoverykit.model.catalogue import Verdict as V
+
+    required = frozenset({"INP-01", "RI-03"})
+    assert verdict_of({"INP-01": V.VALID, "RI-03": V.VALID, "GOAL-01": V.NOT_APPLICABLE}, required) is V.VALID
+    assert verdict_of({"INP-01": V.VALID, "RI-03": V.UNKNOWN}, required) is V.UNKNOWN
+    assert verdict_of({"INP-01": V.VALID}, required) is V.UNKNOWN
+    assert verdict_of({"INP-01": V.VALID, "RI-03": V.VALID, "X-01": V.INVALID}, required) is V.INVALID
+
+
+def test_the_default_adapter_is_the_bundled_reference_runtime():
+    from recoverykit.conformance.certify import default_adapter
+
+    assert default_adapter().endswith("-m recoverykit.impl") and sys.executable in default_adapter()
