@@ -54,20 +54,27 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     if bad:
         raise click.UsageError(f"--only {bad[0]!r} is not a case; use `lockstep` or one of "
                                f"{', '.join(SCENARIOS_BY_ID)}")
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     err = Console(stderr=True)
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                   "{task.total} cases"), TimeElapsedColumn(), console=err, transient=True)
+    task = bar.add_task("certifying", total=len(SCENARIOS_BY_ID) + 1 if not only else len(only))
 
     def progress(name: str, what: str) -> None:
         if what == "start":
-            err.print(f"[dim]running[/] {name} ...")
+            bar.update(task, description=f"running {name}")
         else:
-            err.print(f"  {name}: [{STYLE.get(what, '')}]{what}[/]")
+            bar.console.print(f"  {name}: [{STYLE.get(what, '')}]{what}[/]")
+            bar.advance(task)
 
     options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
                       settings_profile=settings_profile, only=tuple(only), broker_factory=_broker_factory(),
                       progress=progress)
     from recoverykit.chaos.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
-    cert = run(options)
+    with bar:
+        cert = run(options)
     if as_json:
         click.echo(json.dumps(cert.as_dict(), indent=2))
     else:
@@ -94,6 +101,11 @@ def _table(cert, console: Console) -> None:
             if case.bundle:
                 console.print(f"    bundle: {case.bundle}", markup=False, highlight=False)
                 console.print(f"    replay: {cert.replay_command(case.name)}", markup=False, highlight=False)
+    unjudged = sorted(c for c in cert.required if cert.clauses.get(c) is not Verdict.VALID
+                      and cert.clauses.get(c) is not Verdict.INVALID)
+    if unjudged:
+        console.print(f"[yellow]required but never judged valid[/] (missing evidence is not a pass): "
+                      f"{', '.join(unjudged)}", highlight=False)
     console.print(f"verdict: [{STYLE[cert.verdict.value]}]{cert.verdict.value}[/]  (seed {cert.seed}, "
                   f"{cert.seconds:.1f} s; results: {cert.out / 'results.json'}, junit: {cert.out / 'junit.xml'})")
 
