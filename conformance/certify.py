@@ -25,7 +25,7 @@ from typing import Any
 from recoverykit.conformance.bundle import write_bundle
 from recoverykit.conformance.checker import ClauseResult, check
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
-from recoverykit.conformance.errors import OperationFailed, ProtocolError
+from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
 from recoverykit.conformance.junit import write_junit
 from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import run_lockstep
@@ -170,6 +170,8 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
                 except (ProtocolError, OperationFailed, RecoveryKitError, TimeoutError) as exc:
                     case.message = f"the scenario could not finish: {exc}"
                 case.results += check(run.evidence())
+    except AdapterCommandError:
+        raise  # the user's command cannot even start: a usage error, not a verdict
     except (ProtocolError, OperationFailed) as exc:
         case.message = str(exc)
         if getattr(exc, "verdict", None) is Verdict.INVALID:  # a protocol break is a defect of the adapter

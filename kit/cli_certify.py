@@ -73,8 +73,11 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
                       progress=progress)
     from recoverykit.chaos.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
-    with bar:
-        cert = run(options)
+    try:
+        with bar:
+            cert = run(options)
+    except InvalidArgument as exc:
+        raise click.UsageError(str(exc)) from None
     if as_json:
         click.echo(json.dumps(cert.as_dict(), indent=2))
     else:

@@ -146,3 +146,26 @@ def test_the_default_adapter_is_the_bundled_reference_runtime():
     from recoverykit.conformance.certify import default_adapter
 
     assert default_adapter().endswith("-m recoverykit.impl") and sys.executable in default_adapter()
+
+
+def test_an_adapter_that_cannot_start_is_a_usage_error(tmp_path):
+    done = cli("certify", "--adapter", str(tmp_path / "no-such-adapter"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 64, done.stderr
+    assert "was not found" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_reaps_every_process_by_its_marker_even_after_an_error(tmp_path):
+    from recoverykit.conformance.environment import Run, marked
+    from recoverykit.conformance.scenarios import SCENARIOS_BY_ID, submit
+
+    scenario = SCENARIOS_BY_ID["chat_long_tool"]
+    with pytest.raises(RuntimeError, match="boom"), Run(MINI, tmp_path, scenario.provider_script()) as run:
+        run.start()
+        submit(run, "long")
+        assert run.wait_witness(lambda e: e.tool == "probe_unknown", timeout_s=20)
+        marker = run.marker
+        assert marked(marker)  # the worker and the long-running probe carry the marker
+        raise RuntimeError("boom")
+    assert marked(marker) == []
+    history = (tmp_path / "history.jsonl").read_text()
+    assert '"f": "start"' in history and '"f": "submit"' in history
