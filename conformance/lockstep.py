@@ -41,7 +41,8 @@ from recoverykit.model.state import ModelState
 from recoverykit.model.transitions import apply
 
 SCRIPTS = ("lk-text", "lk-read", "lk-unknown", "lk-hold")
-WORKER_POINTS = ("provider.request.after", "usage.persist.before", "usage.persist.after", "tool.dispatch.after",
+ARMABLE = ("input.accept.before", "input.accept.after",  # a submit in flight at the crash: indefinite
+           "provider.request.after", "usage.persist.before", "usage.persist.after", "tool.dispatch.after",
                  "tool.result.commit.before", "tool.result.commit.after", "completion.commit.before_projection",
                  # a crash here is a crash during recovery: the start after it must finish the job
                  "recovery.claim.after", "recovery.repair.after", "recovery.decide.after")
@@ -104,7 +105,7 @@ class LockstepMachine(RuleBasedStateMachine):
         cfg.runs.append(run_dir)
         self.run = Run(cfg.command, run_dir, lockstep_script(), broker_factory=cfg.broker_factory).open()
         self.kinds = {str(k) for k in self.run.init_ok.restart_kinds}
-        self.points = [p for p in WORKER_POINTS if p in {str(f) for f in self.run.init_ok.failpoints}]
+        self.points = [p for p in ARMABLE if p in {str(f) for f in self.run.init_ok.failpoints}]
         self.candidates: list[ModelState] = [ModelState()]
         self.work: list[str] = []
         self.indefinite: dict[str, int] = {}  # client_msg_id -> submit number, outcome unknown
@@ -117,9 +118,13 @@ class LockstepMachine(RuleBasedStateMachine):
 
     # --- plumbing ----------------------------------------------------------------------------------
 
+    def _runtime_pids(self) -> set[int]:
+        """Control and worker processes now alive (tool children come and go by themselves)."""
+        return {p["pid"] for p in self.run.processes() if p["role"] in ("control", "worker")}
+
     def _start(self, **env: Any) -> None:
         self.run.start(**env)
-        self.workers = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
+        self.workers = self._runtime_pids()
 
     def _each(self, event: Any) -> None:
         """Apply a definite event to every candidate.
@@ -256,13 +261,13 @@ class LockstepMachine(RuleBasedStateMachine):
         kinds = [k for k in GRACEFUL if k.value in self.kinds]
         kind = kinds[which % len(kinds)]
         out = self.run.restart(kind.value)
-        self.workers = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
+        self.workers = self._runtime_pids()
         self.last = kind.value
         if out.type == "ok":
             self._each(Restart(kind=kind))
 
     @precondition(lambda self: self.points and not self.armed)
-    @rule(i=st.integers(0, 9))
+    @rule(i=st.integers(0, 11))
     def arm_crash(self, i: int) -> None:
         """Restart with a failpoint armed to crash: the runtime kills itself there; the kit sees the exit."""
         point = self.points[i % len(self.points)]
@@ -274,8 +279,9 @@ class LockstepMachine(RuleBasedStateMachine):
 
     def _crashed(self) -> None:
         """Judged by the processes' exit (psutil via ``processes``), never by the adapter's word."""
-        alive = {p["pid"] for p in self.run.processes() if p["role"] == "worker"}
-        if not alive or self.workers - alive:
+        listed = self.run.processes()
+        alive = {p["pid"] for p in listed if p["role"] in ("control", "worker")}
+        if self.workers - alive or not any(p["role"] == "worker" for p in listed):
             self.run.recorder.fault("crash", point=self.point, pids=sorted(self.workers))
             self.armed = False
             self._start(failpoints="")
