@@ -169,3 +169,14 @@ def test_a_run_reaps_every_process_by_its_marker_even_after_an_error(tmp_path):
     assert marked(marker) == []
     history = (tmp_path / "history.jsonl").read_text()
     assert '"f": "start"' in history and '"f": "submit"' in history
+
+
+def test_a_declared_but_unimplemented_profile_is_unknown_not_passed(tmp_path):
+    adapter = f"{MINI} --profiles chat_core,goals"
+    done = cli("certify", "--adapter", adapter, "--profile", "goals", "--only", "goal_restart", "--out",
+               str(tmp_path), "--json")
+    assert done.returncode == 2, done.stderr[-2000:]
+    results = json.loads(done.stdout)
+    (case,) = results["cases"]
+    assert case["verdict"] == "unknown" and results["clauses"]["GOAL-01"]["verdict"] == "unknown"
+    assert leftovers(tmp_path) == []

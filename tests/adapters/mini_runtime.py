@@ -42,8 +42,9 @@ class Refused(Exception):
 
 
 class Mini:
-    def __init__(self, bug: str) -> None:
+    def __init__(self, bug: str, profiles: list[str] | None = None) -> None:
         self.bug = bug
+        self.profiles = profiles or ["chat_core"]
         self.data_dir = ""
         self.db = None
         self.worker: subprocess.Popen | None = None
@@ -63,7 +64,7 @@ class Mini:
         with open(os.path.join(self.data_dir, "config.json"), "w") as f:
             json.dump(config, f)
         return {"name": "mini-runtime" + (f"-{self.bug}" if self.bug else ""), "version": "0.1.0",
-                "protocol_version": "1.0", "profiles": ["chat_core"], "failpoints": FAILPOINTS,
+                "protocol_version": "1.0", "profiles": self.profiles, "failpoints": FAILPOINTS,
                 "restart_kinds": RESTART_KINDS, "observes": OBSERVES}
 
     def _configure(self, req: dict) -> None:
@@ -242,7 +243,11 @@ class Mini:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bug", default="", choices=["", "resume_paused", "rerun_unknown", "sum_usage"])
-    Mini(parser.parse_args().bug).serve()
+    parser.add_argument("--profiles", default="chat_core",
+                        help="profiles to declare (comma-separated); declaring one it does not implement is a lie "
+                             "the kit must report as unknown, never as passed")
+    ns = parser.parse_args()
+    Mini(ns.bug, ns.profiles.split(",")).serve()
     return 0
 
 
