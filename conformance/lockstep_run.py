@@ -32,7 +32,9 @@ class LockstepOutcome:
 
     @property
     def program(self) -> list[str]:
-        return [line for line in self.report if line.startswith("state") or "reproduce_failure" in line]
+        # the invariant runs after every rule anyway: the program shows the rules alone
+        return [line for line in self.report if (line.startswith("state") and "refines_the_model" not in line)
+                or "reproduce_failure" in line]
 
 
 # Short programs tried before random exploration, like Hypothesis' explicit examples: each is a bug
@@ -137,7 +139,7 @@ def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | Non
                 f.write(lines[0].strip() + "\n")
     outcome.results = list(config.results)
     outcome.runs = list(config.runs)
-    if outcome.verdict is Verdict.VALID and not config.results:
+    if outcome.verdict is Verdict.VALID and (not config.results or not config.compared):
         outcome.verdict = Verdict.UNKNOWN
     return outcome
 
