@@ -69,3 +69,11 @@ def test_the_pytest_plugin_fails_a_broken_adapter(tmp_path):
          "-k", "chat_read_tool"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-3000:]
     assert "USG-05" in done.stdout
+
+
+def test_docs_name_every_required_clause_and_every_scenario():
+    text = (ROOT / "docs" / "certify.md").read_text()
+    for clause_id in required_clauses(Profile.CHAT_CORE):
+        assert clause_id in text, f"docs/certify.md does not list required clause {clause_id}"
+    for scenario in SCENARIOS:
+        assert f"`{scenario.id}`" in text, f"docs/certify.md does not describe scenario {scenario.id}"
