@@ -50,6 +50,7 @@ ARMABLE = ("input.accept.before", "input.accept.after",  # a submit in flight at
 GRACEFUL = (RestartKind.NORMAL_EXIT, RestartKind.GRACEFUL_WORKER_RESTART)
 KILLS = (RestartKind.WORKER_KILL, RestartKind.TREE_KILL, RestartKind.LONG_DOWNTIME, RestartKind.HOST_IDENTITY_CHANGE)
 STEP_SETTLE_S = 0.3
+MAX_CANDIDATES = 64
 FINAL_SETTLE_S = 15.0
 
 
@@ -141,21 +142,34 @@ class LockstepMachine(RuleBasedStateMachine):
                 out.append(state)
         self.candidates = out
 
+    def _add(self, states: list[ModelState]) -> None:
+        """Keep every distinct candidate (forks on unknown outcomes; the next observation prunes them)."""
+        for state in states:
+            if state is not None and not any(state == known for known in self.candidates):
+                self.candidates.append(state)
+        del self.candidates[MAX_CANDIDATES:]
+
     def _either(self, event: Any) -> None:
         """An indefinite operation: it may or may not have happened."""
         more = []
         for state in self.candidates:
             with contextlib.suppress(ModelError):
                 more.append(apply(state, event))
-        self.candidates = self.candidates + more
+        self._add(more)
 
     def _control(self, name: str, event_type: type, work_id: str) -> None:
+        before = list(self.candidates)
         out = self.run.op(name, work_id=work_id)
         self.last = name
         if out.type == "ok":
             self._each(event_type(work_id=work_id))
         elif out.type == "info":
             self._either(event_type(work_id=work_id))
+        if out.type != "fail" and event_type in (Pause, End):
+            # The work may have finished just before the control arrived (the kit last looked earlier):
+            # keep that branch too; if the runtime shows the stop, the next observation drops it.
+            self._add([self._finish(s, [work_id]) for s in before
+                       if work_id in s.work and s.work[work_id].desired_state is DesiredState.RUN])
 
     # --- client operations -------------------------------------------------------------------------
 
