@@ -338,7 +338,7 @@ class LockstepMachine(RuleBasedStateMachine):
             elif found and not problems:
                 problems = found
         if not kept:
-            clause_id, detail = problems[0]
+            clause_id, detail = (problems or [("RI-01", "no state the model allows matches the snapshot")])[0]
             raise Broke(clause_id, f"{detail} (after {self.last})")
         self.candidates = kept
 
