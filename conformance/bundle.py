@@ -45,9 +45,9 @@ def write_bundle(cert: Certification, case: Case) -> Path:
     for name in FILES:
         if (run_dir / name).exists():
             shutil.copy2(run_dir / name, target / name)
-    if (run_dir / "data").exists():
-        shutil.copytree(run_dir / "data", target / "data", dirs_exist_ok=True, ignore_dangling_symlinks=True,
-                        ignore=shutil.ignore_patterns("*.sock"))
+    if (run_dir / "data").exists():  # may be a link to a short private path: copy what it points to
+        shutil.copytree((run_dir / "data").resolve(), target / "data", dirs_exist_ok=True,
+                        ignore_dangling_symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
     if case.program:
         (target / "program.txt").write_text("\n".join(case.program) + "\n")
     manifest = {

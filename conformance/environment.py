@@ -39,6 +39,7 @@ from recoverykit.conformance.provider_script import ProviderScript
 from recoverykit.conformance.witness import read_witness
 
 IDENTITY_TOLERANCE_S = 0.05
+MAX_DATA_DIR = 48  # bytes; leaves a runtime room for socket names under it
 
 
 class Broker(Protocol):
@@ -115,6 +116,12 @@ class Run:
 
     def open(self) -> Run:
         try:
+            if len(os.fsencode(self.data_dir)) > MAX_DATA_DIR:
+                # A runtime puts Unix sockets in its data dir (108-byte sun_path): keep the real path short
+                # and leave a link where the run directory's layout expects it.
+                short = Path(tempfile.mkdtemp(prefix="rkd-"))
+                os.symlink(short, self.data_dir)
+                self.data_dir = short
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.recorder = Recorder(self.run_dir / "history.jsonl")
             self.provider = ScriptedProvider(self.script, self.ledger_path)
