@@ -280,9 +280,59 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
     return [_result("REC-06", Verdict.INVALID if dup else Verdict.VALID, dup[0] if dup else "", dup)]
 
 
+_USER_STOPS = {"pause", "end", "stop_all"}
+_NOT_A_PAUSE = {"worker_kill", "tree_kill", "long_downtime", "host_identity_change", "crash_during_recovery",
+                "normal_exit", "graceful_worker_restart", "kill", "crash"}
+
+
+def _desired_around(ev: Evidence, at: int) -> tuple[dict[str, str], dict[str, str], set[str]] | None:
+    """desired_state per item at the last observation before event ``at`` and the first after it, and
+    the items a user stop acknowledged in between (those may change); None without both observations."""
+    before = next((o for o in reversed(ev.snapshots()) if o.index < at), None)
+    after = next((o for o in ev.snapshots() if o.index > at), None)
+    if before is None or after is None:
+        return None
+    stopped: set[str] = set()
+    for invoke in ev.history.ops:
+        if invoke.type == "invoke" and invoke.f in _USER_STOPS and before.index < invoke.index < after.index:
+            stopped |= {invoke.value.get("work_id")} if invoke.f != "stop_all" else {"*"}
+    states = [{w["work_id"]: w["desired_state"] for w in o.snapshot.get("work_items") or []} for o in (before, after)]
+    return states[0], states[1], stopped
+
+
+def check_not_a_pause(ev: Evidence) -> list[ClauseResult]:
+    """CTL-01 a frontend reload changes no intent; CTL-03 a crash, exit or restart is never a user Pause."""
+    out = []
+    reloads = [done.index for invoke, done in ev.history.completions()
+               if invoke.f == "reload" and done is not None and done.type == "ok"]
+    faults = [f.index for f in ev.history.faults if f.kind in _NOT_A_PAUSE]
+    for clause_id, moments in (("CTL-01", reloads), ("CTL-03", faults)):
+        judged, problems = 0, []
+        for at in moments:
+            around = _desired_around(ev, at)
+            if around is None:
+                continue
+            judged += 1
+            before, after, stopped = around
+            for work_id, was in before.items():
+                now = after.get(work_id)
+                if now is None or "*" in stopped or work_id in stopped or was != "run":
+                    continue
+                if now not in ("run", "done"):  # finishing meanwhile is progress; anything else is a stop
+                    problems.append(f"{work_id} went from desired_state {was} to {now} across event {at} "
+                                    "with no user stop in between")
+        if problems:
+            out.append(_result(clause_id, Verdict.INVALID, problems[0], problems))
+        elif judged:
+            out.append(_result(clause_id, Verdict.VALID, f"{judged} observed"))
+        else:
+            out.append(_result(clause_id, Verdict.UNKNOWN, "no such event between two observations"))
+    return out
+
+
 CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_inputs, check_unknown_effects, check_usage, check_generations, check_stops, check_settled,
-    check_continuations,
+    check_continuations, check_not_a_pause,
 )
 
 

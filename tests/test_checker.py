@@ -212,3 +212,33 @@ def test_first_turns_without_a_continuation_key_never_collide():
     keyed = {**first, "turn_id": "t3", "continuation_key": "k"}
     v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2"}, keyed])))
     assert v["REC-06"] is Verdict.VALID
+
+
+def _around(event, after_desired, *, between=None):
+    """An observation with w1 running, ``event`` (a fault kind or "reload"), then w1 at ``after_desired``."""
+    def extra(rec):
+        rec.observe(_snapshot([_item(desired="run", status="running")]), quiescent=False)
+        if event == "reload":
+            op = rec.invoke("reload", {})
+            rec.complete(op, "ok", {})
+        else:
+            rec.fault(event, pids=[1])
+        if between:
+            op = rec.invoke(between, {"work_id": "w1"})
+            rec.complete(op, "ok", {"work_id": "w1", "control_version": 2})
+    return _run(_snapshot([_item(desired=after_desired, status="paused" if after_desired == "paused" else
+                                 "finished", reason="user_paused" if after_desired == "paused" else None)]),
+                extra=extra)
+
+
+def test_a_crash_taken_as_a_pause_is_invalid_a_user_pause_is_not():
+    assert _verdicts(_around("tree_kill", "paused"))["CTL-03"] is Verdict.INVALID
+    assert _verdicts(_around("tree_kill", "done"))["CTL-03"] is Verdict.VALID
+    assert _verdicts(_around("tree_kill", "paused", between="pause"))["CTL-03"] is Verdict.VALID
+    assert _verdicts(_run())["CTL-03"] is Verdict.UNKNOWN  # no fault: nothing judged
+
+
+def test_a_reload_that_changes_intent_is_invalid():
+    assert _verdicts(_around("reload", "paused"))["CTL-01"] is Verdict.INVALID
+    assert _verdicts(_around("reload", "done"))["CTL-01"] is Verdict.VALID  # it finished meanwhile: progress
+    assert _verdicts(_run())["CTL-01"] is Verdict.UNKNOWN
