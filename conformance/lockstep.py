@@ -297,7 +297,9 @@ class LockstepMachine(RuleBasedStateMachine):
         listed = self.run.processes()
         alive = {p["pid"] for p in listed if p["role"] in ("control", "worker")}
         if self.workers - alive or not any(p["role"] == "worker" for p in listed):
-            self.run.recorder.fault("crash", point=self.point, pids=sorted(self.workers))
+            hits = [h.as_dict() for h in self.run.broker.hits() if h.point == self.point] if self.run.broker else []
+            self.run.recorder.fault("crash", point=self.point, pids=sorted(self.workers - alive),
+                                    hit=hits[-1] if hits else None)  # the broker's record, when there is one
             self.armed = False
             self._start(failpoints="")
             for event in (Crash(point=self.point, worker_only=True), Start()):
