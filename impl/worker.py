@@ -214,10 +214,12 @@ def answered(ctx: Ctx, work_id: str) -> bool:
 
 def wake_all(run_dir: Path, exclude: Path | None = None) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        # Never block: a busy worker's queue may be full of earlier pokes, and one pending poke is enough.
+        s.setblocking(False)
         for path in run_dir.glob("wake-*.sock"):
             if path == exclude:
                 continue
-            with contextlib.suppress(OSError):  # a dead worker's socket file; harmless
+            with contextlib.suppress(OSError):  # full queue (BlockingIOError) or a dead worker's socket file
                 s.sendto(b"w", str(path))
 
 

@@ -392,3 +392,24 @@ def test_a_result_without_its_call_is_never_sent(tmp_path):
         ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at)"
                             " VALUES (?,?,'user','second',0)", (work_id, "s1"))
     assert history.build(ctx.db, "s1") == [{"role": "user", "content": "hello"}, {"role": "user", "content": "second"}]
+
+
+def test_waking_a_busy_worker_never_blocks_the_control_process(tmp_path):
+    import socket
+
+    from recoverykit.impl.worker import wake_all
+    busy = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # a worker that is not reading its pokes
+    busy.bind(str(tmp_path / "wake-1.sock"))
+    try:
+        done = threading.Event()
+
+        def poke():
+            for _ in range(5000):  # far more than any datagram queue holds
+                wake_all(tmp_path)
+            done.set()
+
+        threading.Thread(target=poke, daemon=True).start()
+        assert done.wait(60), "wake_all blocked on a full wake queue (a submit would hang with it)"
+        assert busy.recv(8) == b"w"
+    finally:
+        busy.close()
