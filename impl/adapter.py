@@ -27,7 +27,7 @@ from .procs import Runtime
 log = logging.getLogger("recoverykit.impl.adapter")
 NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.0"
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
-USER_CONTROLS = ("submit", "pause", "resume", "end", "stop_all")
+LIFECYCLE = ("start", "stop", "restart", "shutdown")
 NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set", "retry")
 
 
@@ -45,6 +45,7 @@ class Adapter:
         self.cfg: Config | None = None
         self.runtime: Runtime | None = None
         self.in_flight = 0  # user controls forwarded and not yet answered: the runtime is not quiescent
+        self.lifecycle = threading.Lock()  # start / stop / restart / shutdown one at a time (a doubled start)
 
     # --- wire ------------------------------------------------------------------------------------
 
@@ -85,7 +86,11 @@ class Adapter:
                 raise OpError("malformed_request", f"unknown request type {kind!r}", True)
             if kind != "init" and self.cfg is None:
                 raise OpError("precondition_failed", f"{kind} before init", True)
-            body = handler(req) or {}
+            if kind in LIFECYCLE:
+                with self.lifecycle:
+                    body = handler(req) or {}
+            else:
+                body = handler(req) or {}
             self.send({"type": f"{kind}_ok", "in_reply_to": msg_id, **body})
         except OpError as exc:
             self.send({"type": "error", "in_reply_to": msg_id, "code": exc.code, "text": exc.text[:4000],

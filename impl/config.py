@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -65,7 +66,7 @@ class Config:
 
     def save(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / "config.json.tmp"
+        tmp = self.path / f"config.json.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps(asdict(self), indent=1))
         os.replace(tmp, self.path / "config.json")
 

@@ -167,5 +167,13 @@ def test_a_data_dir_too_deep_for_unix_sockets_still_works(harness_factory, tmp_p
     assert h.observe().work_items[0].status == "finished"
 
 
+def test_a_doubled_start_is_idempotent(harness_factory):
+    h = harness_factory(tool_then_text(tool="probe_read", sleep_s=0))
+    calls = [h.client.send(h.client._make("start", failpoints="", clock_offset_s=0.0, host_id="host-a"))
+             for _ in range(3)]
+    assert [c.wait().type for c in calls] == ["start_ok"] * 3
+    assert sorted(p.role for p in h.call("processes").processes) == ["control", "worker"]
+
+
 def dump(snap) -> str:
     return json.dumps(snap.model_dump(mode="json"), indent=1)
