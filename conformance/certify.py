@@ -31,6 +31,7 @@ from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import run_lockstep
 from recoverykit.conformance.scenarios import SCENARIOS, Scenario, required_clauses
 from recoverykit.model.catalogue import Profile, Verdict
+from recoverykit.model.contract import CLAUSES
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError
 
 PARALLEL = 3  # scenario runs at once: they spend most of their time waiting on processes
@@ -237,6 +238,10 @@ def judge(cert: Certification) -> dict[str, Verdict]:
     for c in cert.required:
         if out.get(c) in (None, Verdict.NOT_APPLICABLE):
             out[c] = Verdict.UNKNOWN  # required but never exercised: no evidence, no pass
+    for c in CLAUSES:  # the whole catalogue: never exercised is unknown, an undeclared profile not applicable
+        if c.id not in out:
+            declared = not cert.declared or c.profile.value in cert.declared
+            out[c.id] = Verdict.UNKNOWN if declared else Verdict.NOT_APPLICABLE
     return out
 
 

@@ -91,10 +91,18 @@ def _table(cert, console: Console) -> None:
     table.add_column("clause")
     table.add_column("verdict")
     table.add_column("required")
+    quiet = {Verdict.UNKNOWN: 0, Verdict.NOT_APPLICABLE: 0}
+    judged = {c for case in cert.cases for r in case.results for c in [r.clause_id]}
     for clause_id, verdict in sorted(cert.clauses.items()):
+        if clause_id not in judged and clause_id not in cert.required and verdict in quiet:
+            quiet[verdict] += 1  # never exercised: counted below, listed in results.json
+            continue
         table.add_row(clause_id, f"[{STYLE[verdict.value]}]{verdict.value}[/]",
                       "yes" if clause_id in cert.required else "")
     console.print(table)
+    console.print(f"{quiet[Verdict.UNKNOWN]} more clauses of the declared profiles were never exercised (unknown) "
+                  f"and {quiet[Verdict.NOT_APPLICABLE]} belong to undeclared profiles (not applicable); "
+                  "every clause is in results.json", highlight=False)
     for case in cert.cases:
         if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN):
             console.print(f"[{STYLE[case.verdict.value]}]{case.verdict.value}[/] {case.name}: {case.message}",
