@@ -37,9 +37,21 @@ from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, DesiredState, RestartKind, Verdict
 from recoverykit.model.contract import clause
 from recoverykit.model.errors import ModelError
-from recoverykit.model.events import Admit, Crash, End, FrontendReload, Pause, Restart, Resume, Start, StopAll, Submit
+from recoverykit.model.events import (
+    Admit,
+    Crash,
+    End,
+    FrontendReload,
+    InFlight,
+    Pause,
+    Restart,
+    Resume,
+    Start,
+    StopAll,
+    Submit,
+)
 from recoverykit.model.state import ModelState
-from recoverykit.model.transitions import apply
+from recoverykit.model.transitions import apply, successors
 
 SCRIPTS = ("lk-text", "lk-read", "lk-unknown", "lk-hold")
 ARMABLE = ("input.accept.before", "input.accept.after",  # a submit in flight at the crash: indefinite
@@ -150,7 +162,17 @@ class LockstepMachine(RuleBasedStateMachine):
         del self.candidates[MAX_CANDIDATES:]
 
     def _either(self, event: Any) -> None:
-        """An indefinite operation: it may or may not have happened."""
+        """An indefinite operation: it may or may not have happened.
+
+        With a crash armed, the model's own ``successors(InFlight(op, point))`` gives the outcomes (the
+        runtime went down at the point, with or without the operation); otherwise both outcomes branch.
+        """
+        if self.armed:  # also keep the branches without a crash: if none happened, observation prunes these
+            outcomes = []
+            for state in self.candidates:
+                with contextlib.suppress(ModelError):
+                    outcomes += successors(state, InFlight(op=event, point=self.point))
+            self._add(outcomes)
         more = []
         for state in self.candidates:
             with contextlib.suppress(ModelError):
@@ -281,7 +303,7 @@ class LockstepMachine(RuleBasedStateMachine):
         if out.type == "ok":
             self._each(Restart(kind=kind))
 
-    @precondition(lambda self: self.points and not self.armed)
+    @precondition(lambda self: self.points and not self.armed and self.run.broker is not None)
     @rule(i=st.integers(0, 11))
     def arm_crash(self, i: int) -> None:
         """Restart with a failpoint armed to crash: the runtime kills itself there; the kit sees the exit."""
@@ -289,6 +311,7 @@ class LockstepMachine(RuleBasedStateMachine):
         self.run.kill("tree_kill")
         self._start(failpoints=f"{point}=1*crash")
         self.armed, self.point = True, point
+        self.hits_seen = len(self.run.broker.hits())  # only hits after arming count
         self.last = f"arm {point}"
         self._each(Restart(kind=RestartKind.TREE_KILL))
 
@@ -296,8 +319,8 @@ class LockstepMachine(RuleBasedStateMachine):
         """Judged by the processes' exit (psutil via ``processes``), never by the adapter's word."""
         listed = self.run.processes()
         alive = {p["pid"] for p in listed if p["role"] in ("control", "worker")}
-        if self.workers - alive or not any(p["role"] == "worker" for p in listed):
-            hits = [h.as_dict() for h in self.run.broker.hits() if h.point == self.point] if self.run.broker else []
+        hits = [h.as_dict() for h in self.run.broker.hits()[self.hits_seen:] if h.point == self.point]
+        if hits or self.workers - alive or not any(p["role"] == "worker" for p in listed):
             self.run.recorder.fault("crash", point=self.point, pids=sorted(self.workers - alive),
                                     hit=hits[-1] if hits else None)  # the broker's record, when there is one
             self.armed = False
