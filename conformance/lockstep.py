@@ -308,10 +308,10 @@ class LockstepMachine(RuleBasedStateMachine):
     def arm_crash(self, i: int) -> None:
         """Restart with a failpoint armed to crash: the runtime kills itself there; the kit sees the exit."""
         point = self.points[i % len(self.points)]
+        self.hits_seen = len(self.run.broker.hits())  # only hits after arming count (recovery hits come in start)
         self.run.kill("tree_kill")
         self._start(failpoints=f"{point}=1*crash")
         self.armed, self.point = True, point
-        self.hits_seen = len(self.run.broker.hits())  # only hits after arming count
         self.last = f"arm {point}"
         self._each(Restart(kind=RestartKind.TREE_KILL))
 
