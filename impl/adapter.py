@@ -221,7 +221,7 @@ class Adapter:
         deadline = time.monotonic() + float(req["timeout_s"])
         while True:
             try:
-                left = observe.pending(self.cfg.path)
+                left = observe.pending(self.cfg.path, self.cfg.host_id)
             except Exception as exc:  # storage unreadable: not quiescent, and say so
                 raise OpError("temporarily_unavailable", f"cannot read the runtime's state: {exc}", True) from exc
             busy = bool(left) or self.in_flight > 0  # a submit in flight may queue work any moment

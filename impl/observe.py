@@ -114,7 +114,7 @@ def snapshot(data_dir: Path) -> dict:
     }
 
 
-def pending(data_dir: Path) -> list[dict]:
+def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
     """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts."""
     db = data_dir / "runtime.db"
     if not db.exists():
@@ -123,10 +123,11 @@ def pending(data_dir: Path) -> list[dict]:
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
          " (status IN ('queued','running') OR (status='waiting' AND reason_code='retry_scheduled'))"
          " ORDER BY created_at", ()),
-        # a live owner still finishing an item (e.g. recording a cancelled tool's outcome after End)
-        ("SELECT w.work_id, w.status, l.pid, l.create_time FROM leases l JOIN work_items w USING (work_id)"
-         " WHERE l.released=0", ())])
+        ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
+         " JOIN work_items w USING (work_id) WHERE l.released=0", ())])
     seen = {i["work_id"] for i in items}
-    busy = [{"work_id": o["work_id"], "status": o["status"]} for o in owned
-            if o["work_id"] not in seen and process_alive(o["pid"], o["create_time"])]
+    # also a live owner still finishing an item, and an item waiting for its owner's host when that is us now
+    busy = [{"work_id": o["work_id"], "status": o["status"]} for o in owned if o["work_id"] not in seen and (
+        process_alive(o["pid"], o["create_time"])
+        or (o["reason_code"] == "owner_on_other_host" and o["host_id"] == host_id))]
     return items + busy

@@ -54,8 +54,8 @@ def claim(ctx: Ctx, work_id: str) -> int | None:
         item = one(db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
         if item is None or item["desired_state"] != "run" or item["status"] in HOLD_STATUSES:
             return None
-        if item["status"] == "waiting" and not (item["reason_code"] == "retry_scheduled"
-                                                and (item["retry_at"] or 0) <= now()):
+        due = item["reason_code"] == "retry_scheduled" and (item["retry_at"] or 0) <= now()
+        if item["status"] == "waiting" and not due and item["reason_code"] != "owner_on_other_host":
             return None
         lease = one(db, "SELECT * FROM leases WHERE work_id=?", (work_id,))
         if lease and not lease["released"]:

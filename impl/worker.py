@@ -100,7 +100,7 @@ class Worker:
         items = rows(self.ctx.db,
                      "SELECT w.* FROM work_items w JOIN sessions s USING (session_id) WHERE w.desired_state='run'"
                      " AND (w.status IN ('queued','running') OR (w.status='waiting' AND"
-                     " w.reason_code='retry_scheduled' AND w.retry_at <= ?))"
+                     " ((w.reason_code='retry_scheduled' AND w.retry_at <= ?) OR w.reason_code='owner_on_other_host')))"
                      " ORDER BY s.last_served_at, w.created_at", (now(),))
         busy_sessions: set[str] = set()
         out = []

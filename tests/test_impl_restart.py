@@ -102,6 +102,11 @@ def test_changed_host_identity_waits_instead_of_taking_over(harness_factory):
     assert (item.status, item.reason_code, item.desired_state) == ("waiting", "owner_on_other_host", "run")
     assert [lease.owner.host_id for lease in snap.leases] == ["host-a"]
     assert len([r for r in h.ledger() if r["event"] == "request"]) == 1
+    h.call("restart", kind="normal_exit", failpoints=None, clock_offset_s=None, host_id="host-a")
+    assert h.quiesce().quiescent  # back on the owner's host: recovered there
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    h.check_invariants(snap)
 
 
 def test_cut_stream_leaves_a_partial_receipt_and_a_durable_retry(harness_factory):
