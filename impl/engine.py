@@ -39,7 +39,9 @@ class Ctx:
     udb: sqlite_utils.Database
     me: Identity
     stopping: Callable[[], bool]
-    waiting_tool: bool = False  # a graceful stop may abandon (not kill) the tool we are waiting for
+    # Set while waiting on something outside (a tool child, a provider response): a graceful stop may
+    # abandon the wait (never kill the child); recovery later reattaches or records the response lost.
+    abandonable: bool = False
 
     @property
     def data(self) -> Path:
@@ -119,7 +121,14 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     try:
         req.send()
         failpoint("provider.request.after", work_id)
-        resp = req.receive()
+        ctx.abandonable = True
+        try:
+            if ctx.stopping():
+                raise Interrupted("shutting_down")
+            resp = req.receive()  # SIGTERM raises Interrupted here: the response is lost, its usage unknown
+        finally:
+            ctx.abandonable = False
+            req.close()
     except ProviderFault as fault:
         settle_usage(ctx, work_id, request_id, fault.watermark, complete=False)
         schedule_retry(ctx, item, gen, request_id, fault, turn_id)
@@ -195,13 +204,13 @@ def run_call(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
         proc.wait()  # we started it, so we reap it; its outcome stays on disk for whoever owns the item
         raise
     failpoint("tool.dispatch.after", work_id)
-    ctx.waiting_tool = True
+    ctx.abandonable = True
     try:
         if ctx.stopping():
             raise Interrupted("shutting_down")
         proc.wait()  # SIGTERM raises Interrupted here: the child lives on and a restart reattaches
     finally:
-        ctx.waiting_tool = False
+        ctx.abandonable = False
     commit_result(ctx, item, gen, call)
 
 

@@ -52,8 +52,8 @@ class Worker:
 
     def _on_term(self, signum, frame) -> None:
         self.stop = True
-        if getattr(self, "ctx", None) is not None and self.ctx.waiting_tool:
-            self.ctx.waiting_tool = False
+        if getattr(self, "ctx", None) is not None and self.ctx.abandonable:
+            self.ctx.abandonable = False
             raise Interrupted("shutting_down")
 
     # --- the loop ----------------------------------------------------------------------------

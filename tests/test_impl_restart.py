@@ -198,3 +198,22 @@ def test_end_cancels_a_running_tool_explicitly(harness_factory):
     assert call.status == "outcome_unknown"  # cancelled mid-effect: it may have done part of it
     assert not [p for p in h.call("processes").processes if p.role == "tool"]
     assert not h.executions().by_token("t1.0.1.0")[0].done
+
+
+def test_graceful_stop_abandons_a_held_provider_request_as_lost(harness_factory):
+    script = {"scripts": [{"id": "t1", "cumulative_usage": True, "steps": [
+        {"text": "done", "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+         "faults": [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]}]}]}
+    h = harness_factory(script)
+    h.start()
+    _submit(h)
+    h.provider.wait_for_held(20)
+    h.call("stop", graceful=True)  # the held answer never comes: the worker does not wait for it
+    (item,) = h.observe().work_items
+    assert (item.desired_state, item.status, item.reason_code) == ("run", "queued", "shutting_down")
+    h.start()
+    assert h.quiesce().quiescent
+    snap = h.observe()
+    assert snap.work_items[0].status == "finished"
+    assert [(r.attempt, r.usage) for r in snap.usage_receipts] == [(1, "unknown"), (2, "known")]
+    h.check_invariants(snap)
