@@ -4,21 +4,25 @@ A Hypothesis ``RuleBasedStateMachine``, generic over the adapter command (``make
 rules are client operations (submit, pause, resume, end, stop all, reload), environment moves
 (release a held provider request or tool, settle) and faults (kill the worker alone or the whole
 tree through psutil by the pids ``processes`` names, long downtime, a changed host identity, a
-graceful restart through the adapter, a crash at a failpoint the adapter declared). Each rule drives
-the model (``recoverykit.model.transitions``) with the same event it sends the adapter.
+graceful restart through the adapter, a crash at a failpoint the adapter declared: armed by a
+restart, judged by the broker's hit or the process's exit, then the runtime is started again, i.e. a
+crash during recovery for the recovery.* points). Each rule drives the model
+(``recoverykit.model.transitions``) with the same event it sends the adapter.
 
 After every rule the adapter's observation must REFINE the model: per work item its desired_state,
 whether it finished and how many inputs it holds must equal what one of the model's candidate
 states predicts, once the model has been advanced by runtime progress alone (a run item may have
 finished; nothing else may change by itself). Indefinite operations (an ``info`` completion) keep
-both outcomes as candidates, as etcd's robustness model forks on unknown results. The history
+both outcomes as candidates (under an armed crash, the model's ``successors(InFlight(...))``), as
+etcd's robustness model forks on unknown results; the next observations prune them. The history
 checker runs on the history so far after every rule, so a safety clause broken anywhere fails the
 step that revealed it. Every failure names its clause ("broke RI-03: ...") and Hypothesis shrinks
 it to the printed program of rules plus ``@reproduce_failure``.
 
 Assumptions (stated as etcd states its model's): every submit goes to a new session (so each
 acknowledged input is its own chat request); the runtime needs no person to finish chat work
-(no approvals, budgets or permissions are in play here).
+(no approvals, budgets or permissions are in play here); failpoint crashes need a broker (the
+failpoint protocol reports hits to it), so without ``broker_factory`` that rule is never chosen.
 """
 
 from __future__ import annotations
