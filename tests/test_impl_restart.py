@@ -217,3 +217,21 @@ def test_graceful_stop_abandons_a_held_provider_request_as_lost(harness_factory)
     assert snap.work_items[0].status == "finished"
     assert [(r.attempt, r.usage) for r in snap.usage_receipts] == [(1, "unknown"), (2, "known")]
     h.check_invariants(snap)
+
+
+def test_automatic_recovery_disabled_by_the_operator_holds_interrupted_work(harness_factory, monkeypatch):
+    monkeypatch.setenv("RK_IMPL_AUTOMATIC_RECOVERY", "0")
+    h = harness_factory(tool_then_text(sleep_s=0))
+    h.start(failpoints="tool.dispatch.before=1*pause")
+    ack = _submit(h)
+    hit = h.broker.wait_for_hit("tool.dispatch.before", held=True, timeout=30)
+    h.kill(hit.pid)
+    h.start()
+    assert h.quiesce().quiescent
+    (item,) = h.observe().work_items
+    assert (item.status, item.reason_code, item.recovery_policy) == ("paused", "automatic_recovery_disabled",
+                                                                     "disabled")
+    assert len([r for r in h.ledger() if r["event"] == "request"]) == 1
+    h.call("resume", work_id=ack.work_id)  # an explicit Resume is the person's decision
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
