@@ -17,7 +17,7 @@ import psutil
 import pytest
 from recoverykit.chaos.broker import FailpointBroker
 from recoverykit.conformance.client import AdapterClient
-from recoverykit.conformance.probe_tools import standard_probe_tools
+from recoverykit.conformance.probe_tools import probe_tool, standard_probe_tools
 from recoverykit.conformance.provider import ScriptedProvider
 from recoverykit.conformance.witness import read_witness
 
@@ -32,7 +32,8 @@ def tool_then_text(script_id: str = "t1", tool: str = "probe_unknown", sleep_s: 
 
 
 class Harness:
-    def __init__(self, tmp: Path, script: dict, workers: int = 1, data_dir: Path | None = None):
+    def __init__(self, tmp: Path, script: dict, workers: int = 1, data_dir: Path | None = None,
+                 tool_version: str = "1"):
         self.tmp = tmp
         self.data_dir = data_dir or tmp / "data"
         self.provider = ScriptedProvider(script, tmp / "ledger.jsonl")
@@ -43,7 +44,9 @@ class Harness:
         self.client.start()
         self.init_ok = self.client.handshake(
             data_dir=self.data_dir, provider_base_url=self.provider.base_url, failpoint_socket=self.broker.address,
-            probe_tools=standard_probe_tools(self.witness, self.broker.address))
+            probe_tools=[probe_tool(t.name, t.effect_class, self.witness, broker_socket=self.broker.address,
+                                    version=tool_version)
+                         for t in standard_probe_tools(self.witness)])
 
     def call(self, name: str, **fields):
         return self.client.call(name, **fields)
@@ -97,8 +100,8 @@ class Harness:
 def harness_factory(tmp_path):
     made: list[Harness] = []
 
-    def make(script: dict, workers: int = 1, data_dir: Path | None = None) -> Harness:
-        h = Harness(tmp_path / f"h{len(made)}", script, workers, data_dir)
+    def make(script: dict, workers: int = 1, data_dir: Path | None = None, tool_version: str = "1") -> Harness:
+        h = Harness(tmp_path / f"h{len(made)}", script, workers, data_dir, tool_version)
         made.append(h)
         return h
 

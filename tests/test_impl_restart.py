@@ -235,3 +235,18 @@ def test_automatic_recovery_disabled_by_the_operator_holds_interrupted_work(harn
     h.call("resume", work_id=ack.work_id)  # an explicit Resume is the person's decision
     assert h.quiesce().quiescent
     assert h.observe().work_items[0].status == "finished"
+
+
+def test_a_changed_tool_version_is_an_explicit_wait(harness_factory):
+    h = harness_factory(tool_then_text(sleep_s=5))
+    h.start(failpoints="tool.dispatch.after=1*pause")
+    ack = _submit(h)
+    hit = h.broker.wait_for_hit("tool.dispatch.after", held=True, timeout=30)
+    h.kill(hit.pid)
+    h.close()  # the adapter ends (and takes the tool with it); the data stays
+    upgraded = harness_factory(tool_then_text(sleep_s=5), data_dir=h.data_dir, tool_version="2")
+    upgraded.start()
+    upgraded.quiesce(timeout_s=5)
+    (item,) = upgraded.observe().work_items
+    assert (item.work_id, item.status, item.reason_code) == (ack.work_id, "waiting", "resource_tool_version_changed")
+    assert upgraded.observe().tool_calls[0].status == "outcome_unknown"
