@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import threading
 import uuid
@@ -23,7 +24,7 @@ import sqlite_utils
 
 from .config import Config
 from .failpoints import failpoint
-from .schema import connect
+from .schema import RUNTIME_MIGRATIONS, StorageUnavailable, connect, current_version
 from .store import emit, now, one, process_alive, rows, set_status, tx
 from .worker import wake_all
 
@@ -149,12 +150,27 @@ def serve(cfg: Config) -> None:
         threading.Thread(target=_serve_one, args=(cfg, conn), daemon=True).start()
 
 
+def _open(cfg: Config) -> sqlite_utils.Database:
+    """One connection per request (no cross-thread sharing), refused before anything is written if the
+    storage is unreadable or at a schema this runtime does not know: a definite refusal, nothing saved."""
+    try:
+        db = connect(cfg.path / "runtime.db")
+        version = current_version(db)
+    except (StorageUnavailable, sqlite3.Error) as exc:
+        raise ControlError("temporarily_unavailable", f"recovery_failed_storage_unavailable: {exc}") from exc
+    if version != len(RUNTIME_MIGRATIONS):
+        db.conn.close()
+        raise ControlError("temporarily_unavailable", f"recovery_failed_migration: the database is at schema "
+                           f"version {version}, this runtime needs {len(RUNTIME_MIGRATIONS)}; nothing was saved")
+    return db
+
+
 def _serve_one(cfg: Config, conn: socket.socket) -> None:
     with conn, conn.makefile("rwb") as stream:
         line = stream.readline()
         try:
             req = json.loads(line)
-            db = connect(cfg.path / "runtime.db")  # one connection per request: no cross-thread sharing
+            db = _open(cfg)
             try:
                 reply = {"ok": handle(db, cfg, req)}
             finally:

@@ -413,3 +413,19 @@ def test_waking_a_busy_worker_never_blocks_the_control_process(tmp_path):
         assert busy.recv(8) == b"w"
     finally:
         busy.close()
+
+
+def test_controls_on_a_database_at_an_unknown_schema_are_refused_definitely(tmp_path):
+    ctx = make_ctx(tmp_path)
+    with tx(ctx.db):
+        ctx.db.conn.execute("INSERT INTO schema_version VALUES (99, 0)")
+    with pytest.raises(control.ControlError) as err:
+        control._open(ctx.cfg)
+    assert (err.value.code, err.value.definite) == ("temporarily_unavailable", True)
+    assert "recovery_failed_migration" in err.value.text
+    (tmp_path / "runtime.db").unlink()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"runtime.db{suffix}").unlink(missing_ok=True)
+    (tmp_path / "runtime.db").write_bytes(b"garbage" * 1000)
+    with pytest.raises(control.ControlError, match="recovery_failed_storage_unavailable"):
+        control._open(ctx.cfg)
