@@ -142,3 +142,16 @@ def test_end_while_held_is_not_resumed(harness_factory):
     with pytest.raises(OperationFailed) as err:
         h.call("resume", work_id=ack.work_id)
     assert err.value.code == "precondition_failed"
+
+
+def test_quiesce_counts_a_submit_still_in_flight(harness_factory):
+    h = harness_factory(tool_then_text(tool="probe_read", sleep_s=0))
+    h.start(failpoints="input.accept.before=1*pause")
+    pending = h.client.send(h.client._make("submit", session_id="s1", text="go [[rk-script:t1]]",
+                                           client_msg_id="m1"))
+    h.broker.wait_for_hit("input.accept.before", held=True, timeout=30)
+    assert not h.quiesce(timeout_s=0.5).quiescent  # nothing is queued yet, but the submit may queue work
+    h.broker.release_all()
+    assert pending.wait().type == "submit_ok"
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
