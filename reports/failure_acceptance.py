@@ -5,8 +5,10 @@ is judged by the cases that stopped the runtime at that point and restarted it t
 
 - a clause the history checker or the model prediction judged in a case counts for that case's cell;
 - a failure-acceptance clause (FA-xx) covers the points and restart kinds it names in the contract
-  (model/contract.py); its cell is invalid when any case there broke any clause, valid when cases
-  passed, unknown otherwise (missing evidence is never a pass).
+  (model/contract.py), through the cases of the scenarios aimed at it (``Scenario.clauses``) when any
+  scenario names it; its cell is invalid when any case there broke any clause, valid when cases
+  passed, unknown otherwise (missing evidence is never a pass). An FA clause naming no point, no
+  kind and no scenario is left unjudged (listed as such), never passed.
 
 Every invalid cell carries its evidence (the violation text) and the one command that reproduces it
 (``recoverykit chaos --replay <case id>``). The report stores the sha256 of the results it was built
@@ -21,6 +23,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from recoverykit.chaos.cases import SCENARIOS
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
 from recoverykit.model.contract import CLAUSES, Method, clause
 from recoverykit.model.errors import InvalidArgument, MalformedRecord
@@ -76,9 +79,16 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
     for fa in (c for c in CLAUSES if c.area == "FA"):
         points = fa.points or tuple(p.name for p in INTERRUPTION_POINTS)
         kinds = tuple(k.value for k in (fa.restarts or tuple(RestartKind)))
+        # a clause a scenario names is judged by that scenario's cases only; a clause naming neither points
+        # nor kinds nor a scenario (late identity, evidence rules) is judged by no chaos case at all
+        aimed = {s.name for s in SCENARIOS if fa.id in s.clauses}
+        if not aimed and not fa.points and not fa.restarts:
+            continue
         for point in points:
             for kind in kinds:
                 for case in by_cell.get((point, kind), []):
+                    if aimed and case.get("scenario") not in aimed:
+                        continue
                     verdict = Verdict.INVALID.value if case["status"] == "failed" else Verdict.VALID.value
                     first = (case.get("violations") or [None])[0]
                     _judge(_cell(cells, (fa.id, point, kind)), verdict, case, first)
