@@ -109,6 +109,7 @@ class Adapter:
         cfg = Config.load(data_dir) if existing.exists() else Config(data_dir=str(data_dir))
         cfg.provider_base_url, cfg.tools = req["provider_base_url"], tools
         cfg.failpoint_socket, cfg.run_marker = req["failpoint_socket"], req.get("run_marker", "")
+        cfg.credentials_env = os.environ.get("RK_IMPL_CREDENTIALS_ENV") or cfg.credentials_env
         if os.environ.get("RK_IMPL_AUTOMATIC_RECOVERY") is not None:  # the operator's explicit setting
             cfg.automatic_recovery = os.environ["RK_IMPL_AUTOMATIC_RECOVERY"] not in ("0", "false", "off")
         cfg.save()

@@ -10,6 +10,7 @@ arrives is committed whatever the intent, because real results are never thrown 
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,8 +117,9 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
         emit(ctx.db, work_id, "provider_request", request_id=request_id, turn_id=turn_id)
     drain_outbox(ctx)
     failpoint("provider.request.before", work_id)
+    api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else None
     req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"]),
-                  [_tool_schema(t.name) for t in offered], request_id)
+                  [_tool_schema(t.name) for t in offered], request_id, api_key=api_key)
     try:
         req.send()
         failpoint("provider.request.after", work_id)

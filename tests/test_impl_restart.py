@@ -250,3 +250,15 @@ def test_a_changed_tool_version_is_an_explicit_wait(harness_factory):
     (item,) = upgraded.observe().work_items
     assert (item.work_id, item.status, item.reason_code) == (ack.work_id, "waiting", "resource_tool_version_changed")
     assert upgraded.observe().tool_calls[0].status == "outcome_unknown"
+
+
+def test_missing_credentials_are_an_explicit_wait(harness_factory, monkeypatch):
+    monkeypatch.setenv("RK_IMPL_CREDENTIALS_ENV", "RK_TEST_PROVIDER_KEY")
+    monkeypatch.delenv("RK_TEST_PROVIDER_KEY", raising=False)
+    h = harness_factory(tool_then_text(tool="probe_read", sleep_s=0))
+    h.start()
+    _submit(h)
+    h.quiesce(timeout_s=5)
+    (item,) = h.observe().work_items
+    assert (item.status, item.reason_code, item.desired_state) == ("waiting", "resource_missing_credentials", "run")
+    assert not [r for r in h.ledger() if r["event"] == "request"]  # no model call without credentials
