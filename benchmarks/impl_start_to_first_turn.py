@@ -10,6 +10,7 @@ provider's ledger: interpreter start, migrations, recovery scan, claim, admissio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -36,8 +37,10 @@ def one_run(tmp: Path) -> tuple[float, float]:
         client.call("start", failpoints="", clock_offset_s=0.0, host_id="bench")
         for p in client.call("processes").processes:  # no worker: the input waits, saved
             if p.role == "worker":
+                proc = psutil.Process(p.pid)
                 os.kill(p.pid, signal.SIGKILL)
-                psutil.Process(p.pid).wait(5)
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.wait(5)
         client.call("submit", session_id="s", text="[[rk-script:b]]", client_msg_id="m")
         t0 = time.time()
         client.call("start", failpoints="", clock_offset_s=0.0, host_id="bench")
