@@ -26,7 +26,8 @@ CHANGELOG = """\
   observe snapshot with sections work_items, goals, turns, tool_calls, approvals, usage_receipts, leases,
   waits, fenced_writes and runs. Revised the same day, before any release: `max_cost_usd` is a number
   (was a decimal string), and no field carries a regular-expression pattern any more (the kit checks
-  `protocol_version` itself), so the schema and the parser agree exactly.
+  `protocol_version` itself), so the schema and the parser agree exactly; `recovery_policy` is the
+  catalogue's RecoveryPolicy (`automatic` / `disabled`), no longer free text documented as `auto`.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -20,6 +20,7 @@ from recoverykit.model.catalogue import (
     GoalPhase,
     GoalState,
     ReasonCode,
+    RecoveryPolicy,
     RunStatus,
     ToolStatus,
     TurnStatus,
@@ -66,8 +67,8 @@ class WorkItem(Record):
     reason_code: ReasonCode | None = Field(
         description="Why it is where it is. Null only while running or finished; every waiting, paused, "
         "failed or queued-for-a-reason state carries one.")
-    recovery_policy: str | None = Field(
-        description="`auto` or `disabled` (automatic recovery explicitly turned off); "
+    recovery_policy: RecoveryPolicy | None = Field(
+        description="`automatic`, or `disabled` when automatic recovery was explicitly turned off; "
         "null if the runtime has no such policy.")
     host_id: str | None = Field(
         description="The execution host identity recorded in the run intent; null if not recorded.")

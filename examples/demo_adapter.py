@@ -96,7 +96,7 @@ def submit(request):
     state["work"][work_id] = {
         "work_id": work_id, "session_id": request["session_id"], "kind": "chat_request",
         "desired_state": "run", "control_version": 0, "status": "queued", "reason_code": "queued",
-        "recovery_policy": "auto", "host_id": None, "parent_id": None, "last_progress": None,
+        "recovery_policy": "automatic", "host_id": None, "parent_id": None, "last_progress": None,
         "inputs": [{"input_id": input_id, "client_msg_id": request["client_msg_id"], "text": request["text"]}],
     }
     state["inputs_by_client_id"][key] = (work_id, input_id)  # "durably saved" before the acknowledgement

@@ -10,7 +10,7 @@ from recoverykit.model.catalogue import Verdict
 
 def _item(work_id="w1", *, inputs=("c1",), desired="done", status="finished", reason=None):
     return {"work_id": work_id, "session_id": "s1", "kind": "chat_request", "desired_state": desired,
-            "control_version": 1, "status": status, "reason_code": reason, "recovery_policy": "auto",
+            "control_version": 1, "status": status, "reason_code": reason, "recovery_policy": "automatic",
             "host_id": "h", "parent_id": None, "last_progress": None,
             "inputs": [{"input_id": f"i-{c}", "client_msg_id": c, "text": "hi"} for c in inputs]}
 

@@ -71,7 +71,7 @@ def snapshot(conn: sqlite3.Connection) -> dict:
             {"input_id": i["input_id"], "client_msg_id": i["client_msg_id"], "text": i["text"]})
     items = [{"work_id": w["work_id"], "session_id": w["session_id"], "kind": "chat_request",
               "desired_state": w["desired"], "control_version": w["cv"], "status": w["status"],
-              "reason_code": w["reason"], "recovery_policy": "auto", "host_id": w["host_id"], "parent_id": None,
+              "reason_code": w["reason"], "recovery_policy": "automatic", "host_id": w["host_id"], "parent_id": None,
               "inputs": inputs.get(w["work_id"], []), "last_progress": str(w["progress"]) if w["progress"] else None}
              for w in rows(conn, "SELECT * FROM work ORDER BY created")]
     turns = [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["ckey"],
