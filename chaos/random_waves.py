@@ -11,6 +11,7 @@ differ: that is the point of the comparison. Waves are where timing races hide a
 from __future__ import annotations
 
 import random
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ def schedule(seed: int, wave: int) -> list[tuple[float, str]]:
                                                               RestartKind.TREE_KILL.value])) for _ in range(faults)]
 
 
+def _replay(seed: int, wave: int, adapter: str | list[str] | None) -> str:
+    cmd = ["recoverykit", "chaos", "--random", "1", "--seed", str(seed), "--wave", str(wave)]
+    if adapter is not None:
+        cmd += ["--adapter", adapter if isinstance(adapter, str) else shlex.join(adapter)]
+    return shlex.join(cmd)
+
+
 def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
              timeout_s: float = 20.0) -> dict[str, Any]:
     scenario = SCENARIOS_BY_NAME[SCENARIO]
@@ -43,7 +51,7 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
     result: dict[str, Any] = {"id": f"random/{seed}/{wave}", "scenario": SCENARIO, "point": "random", "hit": 0,
                               "kind": "+".join(k for _, k in plan), "schedule": plan, "status": "error",
                               "verdict": Verdict.UNKNOWN.value, "clauses": [], "violations": [],
-                              "replay": f"recoverykit chaos --random 1 --seed {seed} --wave {wave}"}
+                              "replay": _replay(seed, wave, adapter)}
     t0 = time.monotonic()
     env = CaseEnv(adapter, scenario.provider_script(), base_dir=base_dir, timeout_s=timeout_s)
     try:
