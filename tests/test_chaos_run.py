@@ -54,7 +54,9 @@ def test_systematic_mode_catches_each_broken_mini_runtime(tmp_path, bug, select,
     assert honest["verdict"] == "valid", honest["reasons"]
     broken = systematic.run(mini(bug), out_dir=tmp_path / "broken", scenarios=scenarios, points=select["points"],
                             kinds=select["kinds"])
-    assert broken["verdict"] == "invalid"
+    assert broken["verdict"] == "invalid", [(c["id"], c["status"], c.get("why"), c["reached"],
+                                             [x for x in c["clauses"] if x["verdict"] != "valid"])
+                                            for c in broken["cases"]]
     (failed,) = [c for c in broken["cases"] if c["status"] == "failed"]
     assert any(v.startswith(f"broke {clause}:") for v in failed["violations"]), failed["violations"]
     bundle = Path(failed["bundle"])

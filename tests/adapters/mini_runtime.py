@@ -26,7 +26,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from mini_store import connect, dumps, now, one, rows, snapshot, tx  # noqa: E402
-from mini_worker import _alive  # noqa: E402
+from mini_worker import _alive, _create_time  # noqa: E402
 
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 FAILPOINTS = ["provider.request.before", "provider.request.after", "usage.persist.before", "usage.persist.after",
@@ -48,6 +48,7 @@ class Mini:
         self.data_dir = ""
         self.db = None
         self.worker: subprocess.Popen | None = None
+        self.worker_ct: float | None = None
         self.env = {"failpoints": "", "clock_offset_s": 0.0, "host_id": "host-a"}
         self.marker = ""
         self.socket = ""
@@ -72,8 +73,14 @@ class Mini:
             if req.get(key) is not None:
                 self.env[key] = req[key]
 
+    def _worker_alive(self) -> bool:
+        # Not Popen.poll(): while the reaper thread sits in wait(), poll() answers None ("still running")
+        # for a worker the kit has already SIGKILLed, and a restart would then start no new worker.
+        worker = self.worker
+        return worker is not None and worker.returncode is None and _alive(worker.pid, self.worker_ct)
+
     def start_worker(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
+        if self._worker_alive():
             return
         env = {**os.environ, "RECOVERYKIT_RUN_MARKER": self.marker, "RECOVERYKIT_FAILPOINTS": self.env["failpoints"],
                "RECOVERYKIT_FAILPOINT_SOCKET": self.socket, "MINI_HOST_ID": self.env["host_id"],
@@ -81,6 +88,7 @@ class Mini:
         self.worker = subprocess.Popen([sys.executable, os.path.join(HERE, "mini_worker.py"), self.data_dir],
                                        stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
                                        env=env)
+        self.worker_ct = _create_time(self.worker.pid)
         threading.Thread(target=self.worker.wait, daemon=True).start()  # reap it whoever kills it
         ready = os.path.join(self.data_dir, f"ready-{self.worker.pid}")
         deadline = time.monotonic() + 20
@@ -133,7 +141,7 @@ class Mini:
 
     def op_processes(self, req: dict) -> dict:
         out = []
-        if self.worker is not None and self.worker.poll() is None:
+        if self._worker_alive():
             from mini_worker import _create_time
             out.append({"role": "worker", "pid": self.worker.pid, "create_time": _create_time(self.worker.pid)})
         out += [{"role": "tool", "pid": pid, "create_time": ct} for pid, ct in self._tool_pids() if _alive(pid, ct)]
