@@ -65,7 +65,9 @@ def test_an_honest_run_is_valid_where_exercised():
 
 def test_duplicated_input_is_invalid():
     ev = _run(_snapshot(items=[_item(inputs=("c1", "c1"))]))
-    assert _verdicts(ev)["INP-01"] is Verdict.INVALID
+    (result,) = [r for r in check(ev) if r.clause_id == "INP-01"]
+    assert result.verdict is Verdict.INVALID
+    assert "acknowledged input 'c1' (op 0) is present 2 times" in result.text
 
 
 def test_lost_input_is_invalid():
