@@ -24,9 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recoverykit.chaos import spares
 from recoverykit.chaos.broker import FailpointBroker
 from recoverykit.chaos.reaper import leftovers, new_marker, reap
 from recoverykit.conformance.client import AdapterClient, PendingCall
+from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.probe_tools import standard_probe_tools
@@ -57,17 +59,26 @@ class CaseEnv:
 
     def __init__(self, adapter: str | list[str] | None, script: dict, *, base_dir: str | os.PathLike | None = None,
                  timeout_s: float = 20.0) -> None:
-        self.run_dir = private_dir(base_dir, "rkc-")
-        self.marker = new_marker()
         self.timeout_s = timeout_s
         self.adapter = adapter or DEFAULT_ADAPTER
+        argv = split_command(self.adapter)
+        spare = spares.POOL.take(argv, base_dir) if spares.enabled() else None
+        self.run_dir = spare.run_dir if spare else private_dir(base_dir, "rkc-")
+        self.marker = spare.marker if spare else new_marker()
+        self.warm = spare is not None
         self.provider = ScriptedProvider(script, self.run_dir / "provider.ledger.jsonl")
         self.broker = FailpointBroker(self.run_dir)
         self.witness_path = self.run_dir / "witness.jsonl"
         self.tools = standard_probe_tools(self.witness_path, self.broker.address)
         self.recorder = Recorder(self.run_dir / "history.jsonl")
-        self.client = AdapterClient(self.adapter, self.run_dir / "adapter", run_marker=self.marker,
-                                    timeout_s=timeout_s, slow_timeout_s=max(60.0, timeout_s * 3))
+        if spare is not None:
+            self.client = spare.client
+            self.client.timeout_s, self.client.slow_timeout_s = timeout_s, max(60.0, timeout_s * 3)
+        else:
+            self.client = AdapterClient(argv, self.run_dir / "adapter", run_marker=self.marker,
+                                        timeout_s=timeout_s, slow_timeout_s=max(60.0, timeout_s * 3))
+        if spares.enabled():
+            spares.POOL.launch(argv, base_dir, private_dir)
         self._lock = threading.Lock()
         self._pending: list[tuple[Any, PendingCall, threading.Thread]] = []
         self._auto = threading.Event()
@@ -80,7 +91,8 @@ class CaseEnv:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self):
-        self.client.start()
+        if not self.warm:
+            self.client.start()
         self.init_ok = self.client.handshake(data_dir=self.run_dir / "data", provider_base_url=self.provider.base_url,
                                              failpoint_socket=self.broker.address, probe_tools=self.tools)
         return self.init_ok

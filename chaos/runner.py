@@ -104,7 +104,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
     timings: dict[str, float] = {}
     try:
         init_ok = env.start()
-        result["adapter"] = {"name": init_ok.name, "version": init_ok.version}
+        result["adapter"] = {"name": init_ok.name, "version": init_ok.version, "warm_spare": env.warm}
         why = not_implemented_reason(case, init_ok.failpoints, [k.value for k in init_ok.restart_kinds],
                                      [p.value for p in init_ok.profiles])
         if why is not None:

@@ -1,8 +1,9 @@
 """Declaring probe tools for a runtime: name, argv, effect class, version (what ``init`` carries).
 
-The argv runs ``probe.py`` as a file with the current interpreter, so a probe starts without
-importing the kit. The runtime appends one argument, the tool call's arguments as JSON (see
-``probe``), and must not add anything else.
+The argv runs ``probe.py`` as a file with the current interpreter in isolated mode without site
+(``-I -S``), so a probe starts without importing the kit or scanning site-packages. The runtime
+appends one argument, the tool call's arguments as JSON (see ``probe``), and must not add anything
+else.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ PROBE_FILE = str(Path(__file__).with_name("probe.py"))
 def probe_tool(name: str, effect_class: EffectClass | str, witness_path: str | os.PathLike, *,
                broker_socket: str | None = None, version: str = "1", python: str | None = None) -> ProbeTool:
     effect = EffectClass(effect_class)
-    argv = [python or sys.executable, PROBE_FILE, "--witness", os.fspath(witness_path), "--name", name,
+    argv = [python or sys.executable, "-I", "-S", PROBE_FILE, "--witness", os.fspath(witness_path), "--name", name,
             "--effect-class", effect.value, "--tool-version", version]
     if broker_socket:
         argv += ["--broker", broker_socket]

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import observe
+from . import observe, spawn
 from .config import Config, ToolSpec
 from .failpoints import POINTS
 from .procs import Runtime
@@ -231,11 +231,23 @@ class Adapter:
             if not busy or time.monotonic() >= deadline:
                 return {"quiescent": not busy, "pending": [{"work_id": p["work_id"], "status": p["status"]}
                                                            for p in left]}
-            time.sleep(0.05)
+            time.sleep(0.01)  # two small reads per poll; a coarser poll was most of a chaos case's recovery time
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"adapter[{os.getpid()}] %(levelname)s %(message)s")
-    Adapter().serve()
-    return 0
+    # The protocol channel is private to this process: every process started from here (the forkserver,
+    # control, workers, tool shims) inherits fds 0 and 1, and one stray write there corrupts the stream.
+    proto_in, proto_out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    spawn.warm()
+    Adapter(out=proto_out).serve(proto_in)
+    # The runtime is stopped and every reply is written: interpreter teardown (module cleanup,
+    # multiprocessing's exit handlers) would add ~50 ms to every shutdown and protects nothing.
+    logging.shutdown()
+    proto_out.close()
+    os._exit(0)

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -23,6 +22,7 @@ import psutil
 
 from . import tools
 from .config import Config
+from .spawn import Child
 from .worker import wake_all
 
 log = logging.getLogger("recoverykit.impl.procs")
@@ -34,8 +34,8 @@ READY_TIMEOUT_S = 30.0
 class Runtime:
     def __init__(self, cfg: Config):
         self.cfg = cfg
-        self.control: subprocess.Popen | None = None
-        self.workers: list[subprocess.Popen] = []
+        self.control: Child | None = None
+        self.workers: list[Child] = []
         self.lock = threading.Lock()
 
     def env(self) -> dict[str, str]:
@@ -47,37 +47,47 @@ class Runtime:
             env["RECOVERYKIT_RUN_MARKER"] = cfg.run_marker
         return env
 
-    def _spawn(self, module: str) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
-                                stderr=sys.stderr.fileno(), env=self.env(), close_fds=True)
+    def _spawn(self, module: str) -> Child:
+        proc = Child(module, self.env())
         threading.Thread(target=self._reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()
         return proc
 
-    def _reap(self, proc: subprocess.Popen) -> None:
-        proc.wait()
+    def _reap(self, proc: Child) -> None:
+        proc.reap()
         # A dead process may have owned work: surviving workers confirm its death and recover it now.
         wake_all(self.cfg.run_dir)
 
     def start(self) -> None:
+        # Control and workers start together (migrations are safe to race: each one is a BEGIN IMMEDIATE
+        # that re-checks the version); `start` answers once all of them are ready.
         with self.lock:
+            control = None
             if not _running(self.control):
                 self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.cfg.run_dir / "control.ready").unlink(missing_ok=True)
-                self.control = self._spawn("recoverykit.impl.control")
-                self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), self.control, "control")
-        self.start_workers()
+                control = self.control = self._spawn("recoverykit.impl.control")
+            new = self._spawn_workers()
+            if control is not None:
+                self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), control, "control")
+            self._await_workers(new)
 
     def start_workers(self) -> None:
         with self.lock:
-            self.workers = [w for w in self.workers if _running(w)]
-            wanted = int(os.environ.get("RK_IMPL_WORKERS") or self.cfg.workers)  # operator override (tests: 1)
-            new = [self._spawn("recoverykit.impl.worker") for _ in range(wanted - len(self.workers))]
-            self.workers += new
-            for w in new:
-                ready = self.cfg.run_dir / f"ready-{w.pid}"
-                self._await(ready.exists, w, "worker", fatal=False)
+            self._await_workers(self._spawn_workers())
 
-    def _await(self, done, proc: subprocess.Popen, role: str, fatal: bool = True) -> None:
+    def _spawn_workers(self) -> list[Child]:
+        self.workers = [w for w in self.workers if _running(w)]
+        wanted = int(os.environ.get("RK_IMPL_WORKERS") or self.cfg.workers)  # operator override (tests: 1)
+        new = [self._spawn("recoverykit.impl.worker") for _ in range(wanted - len(self.workers))]
+        self.workers += new
+        return new
+
+    def _await_workers(self, new: list[Child]) -> None:
+        for w in new:
+            ready = self.cfg.run_dir / f"ready-{w.pid}"
+            self._await(ready.exists, w, "worker", fatal=False)
+
+    def _await(self, done, proc: Child, role: str, fatal: bool = True) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not done():
             if proc.poll() is not None:
@@ -87,7 +97,7 @@ class Runtime:
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the {role} process did not become ready in {READY_TIMEOUT_S}s")
-            time.sleep(0.01)
+            time.sleep(0.003)
 
     def stop_workers(self) -> None:
         with self.lock:
@@ -129,8 +139,8 @@ class Runtime:
         return out
 
 
-def _running(proc: subprocess.Popen | None) -> bool:
-    """Alive and not a zombie (poll() can miss a death while the reaper thread holds the wait lock)."""
+def _running(proc: Child | None) -> bool:
+    """Alive and not a zombie (the reaper thread may not have seen a death yet)."""
     if proc is None or proc.returncode is not None:
         return False
     return _identity(proc.pid) is not None
@@ -146,7 +156,7 @@ def _identity(pid: int) -> dict | None:
         return None
 
 
-def _terminate(procs: list[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
+def _terminate(procs: list[Child], grace_s: float = STOP_GRACE_S) -> None:
     for p in procs:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):

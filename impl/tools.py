@@ -26,6 +26,7 @@ import psutil
 from .config import ToolSpec
 
 CALL_ENV = "RK_IMPL_CALL_ID"
+SHIM_FILE = str(Path(__file__).with_name("toolshim.py"))
 MAX_OUTPUT = 16_000
 
 
@@ -45,7 +46,9 @@ def spawn(data_dir: Path, call_id: str, spec: ToolSpec, arguments: str, cwd: str
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spec.json").write_text(json.dumps({"argv": [*spec.argv, arguments], "cwd": cwd}))
     env = {**os.environ, CALL_ENV: call_id, "RECOVERYKIT_TOOL_CALL_ID": call_id}
-    return subprocess.Popen([sys.executable, "-m", "recoverykit.impl.toolshim", str(folder)],
+    # Run as a file without site: the shim is standard library only, and this saves ~30 ms per tool call
+    # (no site-packages scan, no import of this package).
+    return subprocess.Popen([sys.executable, "-I", "-S", SHIM_FILE, str(folder)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env, start_new_session=True, close_fds=True)
 

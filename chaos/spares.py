@@ -1,0 +1,132 @@
+"""Warm spare adapters: the next case's adapter process starts while the current case runs.
+
+Every case starts its own adapter, and its interpreter start and imports (~150-200 ms for the
+reference runtime, which also warms its forkserver at launch) do not depend on the case: everything
+that does (data dir, provider, failpoint broker, probe tools) arrives with ``init``. So inside a
+``warm_spares()`` block (a run of many cases), when a case starts, one spare for the same adapter
+command is launched in its own private run dir, and the next case adopts it instead of paying the
+start itself. Leaving the block closes the idle spares; outside any block nothing is pooled.
+
+A spare is exactly what a cold start would have produced a little earlier: the same argv, the same
+environment (a spare is adopted only while ``os.environ`` is unchanged), a fresh private run dir and a
+fresh run marker owned by this kit process. Hygiene is unchanged: a case reaps its marker whether it
+adopted a spare or not; idle spares are closed by ``close_all`` (also at exit); if this process is
+SIGKILLed, an idle spare reads EOF on stdin and exits, and ``reap_stale`` kills whatever it started.
+
+``RECOVERYKIT_WARM_SPARES=0`` turns the pool off (every case starts its own adapter).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from recoverykit.chaos.reaper import new_marker, reap
+from recoverykit.conformance.client import AdapterClient
+from recoverykit.conformance.client_process import peek_exit
+
+ENV_SWITCH = "RECOVERYKIT_WARM_SPARES"
+MAX_IDLE = 4  # bounds idle spares when many cases start at once (one per concurrent case is the steady state)
+
+
+@dataclass
+class Spare:
+    run_dir: Path
+    marker: str
+    client: AdapterClient
+
+
+def enabled() -> bool:
+    """Is a ``warm_spares()`` block open in this process (and the pool not switched off)?"""
+    return POOL.active > 0 and os.environ.get(ENV_SWITCH, "1") not in ("0", "false", "off")
+
+
+@contextlib.contextmanager
+def warm_spares() -> Iterator[SparePool]:
+    """Pool adapters for the cases run inside; idle spares are closed (and their dirs removed) on exit."""
+    with POOL._lock:
+        POOL.active += 1
+    try:
+        yield POOL
+    finally:
+        with POOL._lock:
+            POOL.active -= 1
+            last = POOL.active == 0
+        if last:
+            POOL.close_all()
+
+
+def _key(argv: list[str], base_dir: str | os.PathLike | None) -> str:
+    env = "\0".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+    return hashlib.sha256(repr((argv, str(base_dir), env)).encode()).hexdigest()
+
+
+class SparePool:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[str, list[Spare]] = {}
+        self._closed = False
+        self.active = 0
+
+    def take(self, argv: list[str], base_dir: str | os.PathLike | None) -> Spare | None:
+        """An idle spare for this command, still running, or None."""
+        with self._lock:
+            queue = self._idle.get(_key(argv, base_dir), [])
+            while queue:
+                spare = queue.pop(0)
+                if spare.client.pid is not None and peek_exit(spare.client.pid) is None:
+                    return spare
+                _discard(spare)  # it died while idle: the case starts its own, as if there were no pool
+        return None
+
+    def launch(self, argv: list[str], base_dir: str | os.PathLike | None, make_dir) -> None:
+        """Start one spare for the next case (a cheap fork/exec here; its imports run in the child)."""
+        key = _key(argv, base_dir)
+        with self._lock:
+            if self._closed or len(self._idle.get(key, [])) >= MAX_IDLE:
+                return
+            run_dir, marker = make_dir(base_dir, "rkc-"), new_marker()
+            client = AdapterClient(argv, run_dir / "adapter", run_marker=marker)
+            try:
+                client.start()
+            except Exception:  # the case that needs it will start (and fail) the same way and say why
+                with contextlib.suppress(OSError):
+                    for leftover in (run_dir / "adapter").iterdir():
+                        leftover.unlink()
+                    (run_dir / "adapter").rmdir()
+                    run_dir.rmdir()
+                return
+            self._idle.setdefault(key, []).append(Spare(run_dir, marker, client))
+
+    def close_all(self) -> int:
+        """Close every idle spare; how many there were."""
+        with self._lock:
+            spares = [s for queue in self._idle.values() for s in queue]
+            self._idle.clear()
+        for spare in spares:
+            _discard(spare)
+        return len(spares)
+
+    def shut(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.close_all()
+
+
+def _discard(spare: Spare) -> None:
+    with contextlib.suppress(Exception):  # an idle adapter holds nothing: no polite shutdown needed
+        reap(spare.marker)
+    with contextlib.suppress(Exception):
+        spare.client.close()
+    shutil.rmtree(spare.run_dir, ignore_errors=True)
+
+
+POOL = SparePool()
+atexit.register(POOL.shut)
