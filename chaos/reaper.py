@@ -25,6 +25,7 @@ from recoverykit.model.errors import InvalidArgument
 ENV_RUN_MARKER = "RECOVERYKIT_RUN_MARKER"
 MARKER_PREFIX = "recoverykit-"
 _MARKER_RE = re.compile(r"recoverykit-(\d+)-(\d+)-([0-9a-f]{8})")
+STALE_PASSES = 4  # chaos command -> xdist workers -> case processes: two kills deep, then one pass finding nothing
 
 
 def new_marker() -> str:
@@ -47,7 +48,10 @@ def owner_alive(marker: str) -> bool:
         return True  # not ours to judge: never reap what we cannot attribute
     pid, created_ms = int(match.group(1)), int(match.group(2))
     try:
-        return abs(psutil.Process(pid).create_time() * 1000 - created_ms) < 50
+        owner = psutil.Process(pid)
+        # a zombie owner has ended (its parent has not collected it yet: e.g. an xdist worker just killed by
+        # reap_stale itself), so the processes it marked are stale
+        return abs(owner.create_time() * 1000 - created_ms) < 50 and owner.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
@@ -84,12 +88,27 @@ def stale_markers() -> dict[str, list[ProcRef]]:
     return {m: sorted(refs) for m, refs in _marked().items() if m.startswith(MARKER_PREFIX) and not owner_alive(m)}
 
 
-def reap_stale(timeout: float = 5.0, only: Iterable[str] | None = None) -> KillReport:
+def reap_stale(timeout: float = 5.0, only: Iterable[str] | None = None, passes: int = STALE_PASSES) -> KillReport:
     """Reap the leftovers of earlier runs whose kit died without cleaning up (or only those ``only`` names).
 
     A marker must therefore be made by the long-lived kit process (``new_marker`` in it), never by a
     short-lived helper whose exit would make its run look abandoned.
+
+    Killing one stale run can make more markers stale: a chaos run scaled out with pytest-xdist marks
+    its pytest processes with the chaos command's marker, while each case's processes carry a marker
+    owned by the xdist worker running it, which is alive until the first pass kills it. So the scan
+    repeats until a pass finds nothing more to kill (at most ``passes`` times).
     """
     wanted = None if only is None else set(only)
-    targets = [ref for m, refs in stale_markers().items() if wanted is None or m in wanted for ref in refs]
-    return kill_all(targets, timeout)
+    total = KillReport()
+    for _ in range(max(1, passes)):
+        targets = [ref for m, refs in stale_markers().items() if wanted is None or m in wanted for ref in refs]
+        if not targets:
+            break
+        report = kill_all(targets, timeout)
+        total.targets += report.targets
+        total.killed += report.killed
+        total.already_gone += report.already_gone
+        total.survivors = report.survivors  # a survivor is still stale: the next pass targets it again
+    total.survivors = [ref for ref in total.survivors if ref.alive()]
+    return total

@@ -1,23 +1,20 @@
 """Systematic mode: run the case list (or one shard of it) and build the results document.
 
 The pipeline reads top to bottom in ``run``: declare (one handshake: what does the adapter implement?),
-enumerate (``cases``), shard, run each case (``runner.run_case``) in a pool, classify coverage, decide
-the verdict. Cases are independent (each has its own run dir, provider, broker, adapter and run
-marker), so they run in parallel.
+enumerate (``cases``), shard, run each case (``runner.run_case``), classify coverage, decide the
+verdict. Cases are independent (each has its own run dir, provider, broker, adapter and run marker).
 
-Parallelism choice: a thread pool inside the chaos command, not pytest-xdist. The kit's side of a
-case only waits (on sockets, the broker, the adapter's replies); the work happens in the runtime's own
-processes, so threads give the same speed-up as xdist workers without a second layer of processes,
-and nothing the command starts can outlive it unmarked: if the command is SIGKILLed, every runtime
-process carries a run marker owned by this dead pid, and the next run reaps them (``reap_stale``).
-Across machines, ``--shard K/N`` splits the same list and ``recoverykit merge`` joins the results.
+Scale-out (docs/decisions.md D10): ``workers=0`` runs the cases one after another in this process;
+``workers=N`` (N >= 1) runs them as pytest items in N pytest-xdist worker processes
+(``xdist_run``, ``xdist_plugin``), each case's result read back from its own file, so the document
+is the same either way. Across machines, ``--shard K/N`` splits the same list and ``recoverykit
+merge`` joins the results.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
+from recoverykit.model.errors import InvalidArgument
 
 RESULTS_KIND = "recoverykit-chaos-results"
 RESULTS_VERSION = 1
@@ -51,31 +49,30 @@ def declare(adapter: str | list[str] | None, base_dir: str | Path | None = None)
         env.remove()
 
 
-def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, workers: int = 1,
-             base_dir: str | Path | None = None, bundle_dir: str | Path | None = None, timeout_s: float = 20.0,
-             keep: bool = False, seed: int = 0, declared: dict[str, Any] | None = None,
+def run_one(case: Case, adapter: str | list[str] | None, *, declared: dict[str, Any] | None = None,
+            base_dir: str | Path | None = None, bundle_dir: str | Path | None = None, timeout_s: float = 20.0,
+            keep: bool = False, seed: int = 0) -> dict[str, Any]:
+    """One case's result; a case the declaration rules out is reported without starting anything."""
+    if declared is not None:
+        why = not_implemented_reason(case, declared["failpoints"], declared["restart_kinds"], declared["profiles"])
+        if why is not None:
+            return {**case.as_dict(), "status": "not_implemented", "why": why, "verdict": Verdict.UNKNOWN.value,
+                    "clauses": [], "violations": [], "leftovers": [], "timings": {}}
+    return run_case(case, adapter, base_dir=base_dir, bundle_dir=bundle_dir, timeout_s=timeout_s, keep=keep, seed=seed)
+
+
+def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, base_dir: str | Path | None = None,
+             bundle_dir: str | Path | None = None, timeout_s: float = 20.0, keep: bool = False, seed: int = 0,
+             declared: dict[str, Any] | None = None,
              progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run every case, ``workers`` at a time; results in case order."""
-    results: dict[str, dict[str, Any]] = {}
-
-    def one(case: Case) -> dict[str, Any]:
-        if declared is not None:  # known not to run: say why without starting anything
-            why = not_implemented_reason(case, declared["failpoints"], declared["restart_kinds"],
-                                         declared["profiles"])
-            if why is not None:
-                return {**case.as_dict(), "status": "not_implemented", "why": why, "verdict": Verdict.UNKNOWN.value,
-                        "clauses": [], "violations": [], "leftovers": [], "timings": {}}
-        return run_case(case, adapter, base_dir=base_dir, bundle_dir=bundle_dir, timeout_s=timeout_s, keep=keep,
-                        seed=seed)
-
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="chaos-case") as pool:
-        futures = {pool.submit(one, c): c for c in cases}
-        for future in as_completed(futures):
-            result = future.result()
-            results[result["id"]] = result
-            if progress is not None:
-                progress(result)
-    return [results[c.id] for c in cases]
+    """Run every case here, one after another; results in case order."""
+    results = []
+    for case in cases:
+        results.append(run_one(case, adapter, declared=declared, base_dir=base_dir, bundle_dir=bundle_dir,
+                               timeout_s=timeout_s, keep=keep, seed=seed))
+        if progress is not None:
+            progress(results[-1])
+    return results
 
 
 def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[Verdict, list[str]]:
@@ -116,10 +113,12 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
 
 
 def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points: Any = None, kinds: Any = None,
-        shard: Shard = Shard(1, 1), workers: int = 1, out_dir: str | Path | None = None, timeout_s: float = 20.0,
+        shard: Shard = Shard(1, 1), workers: int = 0, out_dir: str | Path | None = None, timeout_s: float = 20.0,
         keep: bool = False, seed: int = 0, replay: str | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """The whole systematic pipeline; returns the results document."""
+    """The whole systematic pipeline; returns the results document. ``workers``: 0 here, N in N xdist workers."""
+    if workers < 0:
+        raise InvalidArgument(f"workers={workers}: 0 runs the cases in this process, N >= 1 in N pytest-xdist workers")
     reap_stale()  # an earlier chaos run that was killed leaves nothing running into this one
     started, t0 = time.time(), time.monotonic()
     out = Path(out_dir) if out_dir is not None else None
@@ -134,8 +133,14 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
         selection = {"scenarios": scenarios or "all",
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
-    results = run_list(cases, adapter, workers=workers, base_dir=base, bundle_dir=bundles, timeout_s=timeout_s,
-                       keep=keep, seed=seed, declared=declared, progress=progress)
+    if workers == 0:
+        results = run_list(cases, adapter, base_dir=base, bundle_dir=bundles, timeout_s=timeout_s, keep=keep,
+                           seed=seed, declared=declared, progress=progress)
+    else:
+        from recoverykit.chaos.xdist_run import run_cases  # spawns pytest: only when asked to scale out
+
+        results = run_cases(cases, adapter, workers=workers, declared=declared, base_dir=base, bundle_dir=bundles,
+                            work_parent=out, timeout_s=timeout_s, keep=keep, seed=seed, progress=progress)
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
     return results_document(results, declared, mode="replay" if replay else "systematic", shard=shard,

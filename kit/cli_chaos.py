@@ -62,7 +62,8 @@ def _summary(doc: dict, out: Path | None) -> None:
 @click.option("--wave", type=int, default=None, help="With --random: start at this wave (replay of one wave).")
 @click.option("--replay", "replay", help="Rerun exactly one case by its id.")
 @click.option("--shard", default=None, help="K/N: run only the K-th of N disjoint parts of the case list.")
-@click.option("--workers", type=int, default=1, show_default=True, help="Cases run in parallel on this machine.")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Run the cases in N pytest-xdist worker processes (pytest -n N); 0: one after another here.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write results, report and bundles here.")
 @click.option("--timeout", "timeout_s", type=float, default=20.0, show_default=True,
               help="Seconds to wait for a point or a reply before the case is unknown.")
@@ -82,8 +83,11 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
 
     try:
         the_shard = parse_shard(shard)
-        if workers < 1:
-            raise InvalidArgument(f"--workers {workers}: run at least one case at a time")
+        if workers < 0:
+            raise InvalidArgument(f"--workers {workers}: 0 runs the cases here, N >= 1 in N pytest-xdist workers")
+        if workers and random_waves is not None:
+            raise InvalidArgument(f"--workers {workers} with --random: random waves run one after another in this "
+                                  "process (their time to first detection is the point); drop --workers")
         if replay is not None:
             cases = [parse_case_id(replay)]
         elif random_waves is None:

@@ -1,8 +1,10 @@
 """Nothing outlives a chaos run: not after a case, not after the chaos command itself is SIGKILLed.
 
-Every process a case starts carries the case's run marker (``recoverykit-<chaos pid>-...``). A case
+Every process a case starts carries the case's run marker (``recoverykit-<owner pid>-...``). A case
 reaps its marker when it ends; a chaos command that was killed leaves marked processes whose owner is
-dead, and the next chaos run reaps them before it starts (``reap_stale``).
+dead, and the next chaos run reaps them before it starts (``reap_stale``). With ``--workers N`` the
+pytest controller and its xdist workers carry the chaos command's marker and each case's processes
+a marker owned by the worker running it: two levels, so ``reap_stale`` repeats until nothing is left.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ import sys
 import time
 
 import psutil
-from recoverykit.chaos.reaper import ENV_RUN_MARKER
+import pytest
+from recoverykit.chaos.reaper import ENV_RUN_MARKER, reap_stale
 
 FAST_CASE = "chat_unknown_write/completion.commit.before_projection/1/frontend_reload"
 SLOW_CASE = "chat_unknown_write/tool.running/1/worker_kill"
+# with --workers 2: enough slow cases that the run is still busy when the test kills it
+XDIST_SELECT = ("--workers", "2", "--scenarios", "chat_unknown_write", "--points", "tool.running",
+                "--kinds", "worker_kill,tree_kill,normal_exit,long_downtime")
 
 
 def marked_by(owner_pid: int) -> list[psutil.Process]:
@@ -69,3 +75,73 @@ def test_sigkilled_chaos_command_is_cleaned_up_by_the_next_run(tmp_path):
         if orphan.poll() is None:
             orphan.kill()
             orphan.wait()
+
+
+def _xdist_run_under_way(first: subprocess.Popen) -> list[int]:
+    """Wait until the chaos command's pytest controller and workers run cases; the pids carrying its marker."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pytest_procs = marked_by(first.pid)
+        if len(pytest_procs) >= 3 and any(marked_by(p.pid) for p in pytest_procs):  # controller, 2 workers, a case
+            return [p.pid for p in pytest_procs]
+        time.sleep(0.1)
+    raise AssertionError(f"the xdist run never started a case: {first.stderr.read().decode()[-2000:]}")
+
+
+def _nothing_left(owners: list[int]) -> None:
+    left = {pid: [p.pid for p in marked_by(pid)] for pid in owners}
+    assert all(v == [] for v in left.values()), f"marked processes outlived the run: {left}"
+
+
+def test_reap_stale_repeats_until_a_dead_runs_chain_is_gone():
+    # a dead chaos command's marker on a live "xdist worker", which made its own marker for its "case"
+    make_marker = "from recoverykit.chaos.reaper import new_marker; print(new_marker())"
+    dead = subprocess.run([sys.executable, "-c", make_marker], capture_output=True, text=True, check=True, timeout=60)
+    worker_code = ("import os, subprocess, sys, time\n"
+                   "from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker\n"
+                   "m = new_marker()\n"
+                   "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+                   " env={**os.environ, ENV_RUN_MARKER: m}, start_new_session=True)\n"
+                   "print(m, c.pid, flush=True)\n"
+                   "time.sleep(300)\n")
+    outer = dead.stdout.strip()
+    worker = subprocess.Popen([sys.executable, "-c", worker_code], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True, env={**os.environ, ENV_RUN_MARKER: outer})
+    inner, case_pid = worker.stdout.readline().split()
+    case = psutil.Process(int(case_pid))
+    try:
+        report = reap_stale(only=[outer, inner])  # other engineers' stale runs are not this test's business
+        assert {r.pid for r in report.killed} == {worker.pid, case.pid} and report.ok
+        assert worker.wait(timeout=30) == -signal.SIGKILL
+        assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
+    finally:
+        for proc in (worker, case):
+            with contextlib.suppress(psutil.Error, OSError):
+                proc.kill()
+        worker.wait()
+        worker.stdout.close()
+
+
+def test_sigterm_during_an_xdist_run_leaves_nothing(tmp_path):
+    first = chaos(*XDIST_SELECT, tmp_path=tmp_path, name="terminated")
+    owners = [first.pid, *_xdist_run_under_way(first)]
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 2, err.decode()[-2000:]  # interrupted: unknown, no verdict
+    _nothing_left(owners)  # at once: the command killed its pytest group and reaped the cases on its way out
+
+
+@pytest.mark.parametrize("also_controller", [False, True], ids=["command", "command_and_pytest_controller"])
+def test_sigkilled_xdist_chaos_run_is_cleaned_up_by_the_next_run(tmp_path, also_controller):
+    first = chaos(*XDIST_SELECT, tmp_path=tmp_path, name="killed")
+    pytest_pids = _xdist_run_under_way(first)
+    (controller,) = [p for p in psutil.Process(first.pid).children() if "xdist.plugin" in p.cmdline()]
+    first.send_signal(signal.SIGKILL)
+    if also_controller:  # the controller cannot clean up after its owner: workers and cases are left to the next run
+        controller.kill()
+    first.wait(timeout=30)
+    first.stderr.close()
+    second = chaos("--replay", FAST_CASE, tmp_path=tmp_path, name="next")
+    _, err = second.communicate(timeout=180)
+    assert second.returncode == 0, err.decode()[-2000:]
+    _nothing_left([first.pid, *pytest_pids, second.pid])
