@@ -108,10 +108,19 @@ def harness_factory(tmp_path):
     yield make
     for h in made:
         h.close()
-    leftovers = [p for p in psutil.process_iter(["pid"]) if _in_dir(p, tmp_path)]
+    markers = {h.client.run_marker for h in made}
+    leftovers = [p for p in psutil.process_iter(["pid"]) if _in_dir(p, tmp_path) or _marked(p, markers)]
     for p in leftovers:
         p.kill()
     assert not leftovers, f"processes outlived the test: {leftovers}"
+
+
+def _marked(proc: psutil.Process, markers: set[str]) -> bool:
+    # a process forked from the runtime's forkserver shows the adapter's environment, not its own
+    try:
+        return proc.environ().get("RECOVERYKIT_RUN_MARKER") in markers and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _in_dir(proc: psutil.Process, tmp: Path) -> bool:

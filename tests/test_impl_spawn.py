@@ -1,0 +1,48 @@
+"""How the reference runtime starts its processes: forked from one preloaded forkserver, or (on request)
+as plain interpreters. Either way the kit sees the same roles, identities and markers."""
+
+from __future__ import annotations
+
+import psutil
+import test_impl_harness
+from test_impl_harness import tool_then_text
+
+harness_factory = test_impl_harness.harness_factory
+
+
+def _role(p) -> str:
+    return str(p.role.value if hasattr(p.role, "value") else p.role)
+
+
+def _parents(h) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for p in h.call("processes").processes:
+        out.setdefault(_role(p), set()).add(psutil.Process(p.pid).ppid())
+    return out
+
+
+def test_control_and_workers_fork_from_one_server_that_outlives_a_tree_kill(harness_factory):
+    h = harness_factory(tool_then_text(), workers=2)
+    h.start()
+    parents = _parents(h)
+    (server,) = parents["control"] | parents["worker"]  # one parent for every runtime process
+    assert server != h.client.pid and psutil.Process(server).ppid() == h.client.pid  # the adapter's forkserver
+    for p in h.call("processes").processes:
+        h.kill(p.pid)  # the whole runtime, as the chaos tree kill does (the adapter and its forkserver live on)
+    h.start()
+    assert _parents(h) == {"control": {server}, "worker": {server}}
+    h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
+
+
+def test_spawn_mode_starts_plain_interpreters(harness_factory, monkeypatch):
+    monkeypatch.setenv("RK_IMPL_START", "spawn")
+    h = harness_factory(tool_then_text(), workers=1)
+    h.start()
+    assert _parents(h) == {"control": {h.client.pid}, "worker": {h.client.pid}}
+    for p in h.call("processes").processes:
+        assert f"recoverykit.impl.{_role(p)}" in psutil.Process(p.pid).cmdline()
+    h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
