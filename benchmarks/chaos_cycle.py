@@ -56,12 +56,17 @@ def cycles(n: int, base: Path) -> list[dict]:
 
 
 def full_run(workers: int, base: Path, quick: bool) -> dict:
+    """The whole systematic run through pytest-xdist, as `recoverykit chaos --workers N` runs it."""
     select = {"scenarios": "chat_unknown_write", "kinds": "tree_kill,worker_kill,normal_exit"} if quick else {}
     t0 = time.monotonic()
     out = base / f"full-{workers}"
-    doc = systematic.run(None, workers=workers, out_dir=out, **select)
+    doc = systematic.run(None, workers=workers, out_dir=out, **select)  # workers >= 1: N xdist worker processes
     write_all(doc, out)  # results.json and the failure-acceptance report, as `recoverykit chaos --out` writes
-    return {"out": str(out), "wall_s": time.monotonic() - t0, "cases": len(doc["cases"]), "verdict": doc["verdict"],
+    wall_s = time.monotonic() - t0
+    print(f"whole systematic run with {workers} xdist workers (recoverykit chaos --workers {workers}"
+          f"{' --scenarios chat_unknown_write --kinds tree_kill,worker_kill,normal_exit' if quick else ''}): "
+          f"{wall_s:.1f} s wall for {len(doc['cases'])} cases")
+    return {"out": str(out), "wall_s": wall_s, "cases": len(doc["cases"]), "verdict": doc["verdict"],
             "statuses": doc["statuses"], "coverage": doc["coverage"]["percent"],
             "leftovers": sum(len(c.get("leftovers") or []) for c in doc["cases"])}
 
