@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recoverykit.chaos import restarts
+from recoverykit.chaos import restarts, spares
 from recoverykit.chaos.case_env import CaseEnv
 from recoverykit.chaos.cases import SCENARIOS_BY_NAME
 from recoverykit.conformance.checker import Evidence, check
@@ -91,11 +91,12 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
 def run_waves(count: int, seed: int, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
               stop_at_first: bool = False, progress=None, first_wave: int = 0) -> list[dict[str, Any]]:
     out = []
-    for wave in range(first_wave, first_wave + count):
-        result = run_wave(seed, wave, adapter, base_dir=base_dir)
-        out.append(result)
-        if progress is not None:
-            progress(result)
-        if stop_at_first and result["status"] == "failed":
-            break
+    with spares.warm_spares():  # each wave adopts the adapter started during the one before
+        for wave in range(first_wave, first_wave + count):
+            result = run_wave(seed, wave, adapter, base_dir=base_dir)
+            out.append(result)
+            if progress is not None:
+                progress(result)
+            if stop_at_first and result["status"] == "failed":
+                break
     return out

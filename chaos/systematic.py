@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from recoverykit import __version__ as KIT_VERSION
-from recoverykit.chaos import coverage
+from recoverykit.chaos import coverage, spares
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, choose, enumerate_cases, not_implemented_reason, parse_case_id
 from recoverykit.chaos.reaper import reap_stale
@@ -67,11 +67,12 @@ def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, base_dir
              progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run every case here, one after another; results in case order."""
     results = []
-    for case in cases:
-        results.append(run_one(case, adapter, declared=declared, base_dir=base_dir, bundle_dir=bundle_dir,
-                               timeout_s=timeout_s, keep=keep, seed=seed))
-        if progress is not None:
-            progress(results[-1])
+    with spares.warm_spares():  # each case adopts the adapter started while the one before ran
+        for case in cases:
+            results.append(run_one(case, adapter, declared=declared, base_dir=base_dir, bundle_dir=bundle_dir,
+                                   timeout_s=timeout_s, keep=keep, seed=seed))
+            if progress is not None:
+                progress(results[-1])
     return results
 
 

@@ -17,6 +17,7 @@ collection entirely, so it needs ``--chaos-results`` and collects nothing but ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -250,3 +251,17 @@ def adapter_option(adapter: str | list[str] | None) -> list[str]:
     if adapter is None:
         return []
     return ["--chaos-adapter", adapter if isinstance(adapter, str) else shlex.join(adapter)]
+
+
+_warm = contextlib.ExitStack()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Each process that runs cases pools warm spare adapters for them (``spares``); none outlive the session."""
+    from recoverykit.chaos import spares
+
+    _warm.enter_context(spares.warm_spares())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _warm.close()

@@ -244,9 +244,9 @@ class AdapterClient:
     def _last_received(self) -> str | None:
         return next((e.line for e in reversed(self.transcript) if e.direction == "received"), None)
 
-    def _exited(self, request: Request | None, partial: bytes | None = None) -> AdapterExited:
+    def _exited(self, request: Request | None, partial: bytes | None = None, settle: bool = True) -> AdapterExited:
         code = client_process.peek_exit(self._pid) if self._pid else None
-        if code is None and self._pid:  # stdout closed; give a dying adapter a moment to report its status
+        if code is None and self._pid and settle:  # stdout closed; give a dying adapter a moment to report it
             time.sleep(0.05)
             code = client_process.peek_exit(self._pid)
         how = "closed its stdout" if code is None else f"exited with status {code}"
@@ -307,8 +307,8 @@ class AdapterClient:
         with self._lock:
             calls = list(self._pending.values())
             self._pending.clear()
-            if error is None:
-                error = self._exited(calls[0].request if calls else None, partial)
+            if error is None:  # with nothing in flight nobody waits for the exit status (a clean shutdown)
+                error = self._exited(calls[0].request if calls else None, partial, settle=bool(calls))
             if self._broken is None:
                 self._broken = error
         for call in calls:
