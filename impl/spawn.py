@@ -1,74 +1,47 @@
-"""How the runtime starts its control process and workers: forked from a preloaded forkserver.
+"""How the runtime starts its control process and workers: forked from the adapter's zygote.
 
-A control or worker process spends ~150 ms importing sqlite-utils, psutil and this runtime before it
-does anything; a chaos cycle starts them twice (before and after the kill). The forkserver imports
-them once per adapter, and every start after that is a fork of a clean, single-threaded process that
-has run no runtime logic: what a fresh interpreter would be after its imports. Nothing durable lives
-in it, so killing "the whole runtime" (control, workers, tools) loses exactly what it lost before.
-
-``RK_IMPL_START=spawn`` restores a plain interpreter per process (``python -m <module>``); so does
-any failure to reach the forkserver. A started process is a ``Child``: the part of ``Popen`` the
-supervisor uses, whichever way it was started.
+``warm()`` (called once by the adapter's entry point, while it is single-threaded) forks the zygote
+(``zygote``); every later start is a fork of it, ~20 ms instead of an interpreter start and ~150 ms
+of imports. ``RK_IMPL_START=spawn`` restores a plain interpreter per process (``python -m
+<module>``); so does any failure to reach the zygote. A started process is a ``Child``: the part of
+``Popen`` the supervisor uses, whichever way it was started.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
+
+import psutil
+
+from .zygote import Zygote, ZygoteGone
 
 log = logging.getLogger("recoverykit.impl.spawn")
 PRELOAD = ["recoverykit.impl.control", "recoverykit.impl.worker"]
-_ctx = multiprocessing.get_context("forkserver") if "forkserver" in multiprocessing.get_all_start_methods() else None
-
-
-_enabled = False
+_zygote: Zygote | None = None
 
 
 def mode() -> str:
-    wanted = os.environ.get("RK_IMPL_START", "forkserver")
-    return "forkserver" if _enabled and wanted == "forkserver" and _ctx is not None else "spawn"
+    wanted = os.environ.get("RK_IMPL_START", "fork")
+    return "fork" if wanted == "fork" and _zygote is not None and not _zygote.gone else "spawn"
 
 
 def warm() -> None:
-    """Use the forkserver from now on and start it in the background, so the first ``start`` is a fork.
-
-    Only the adapter's entry point calls this. A forked child re-imports the parent's ``__main__``
-    unless it is a ``-m pkg`` or guarded script (multiprocessing's "safe importing of the main
-    module"); the adapter's entry points are, an arbitrary program embedding ``Runtime`` may not be.
-    """
-    global _enabled
-    _enabled = True
-    if mode() != "forkserver":
+    """Fork the zygote now. Only the adapter's entry point calls this, before it starts any thread:
+    a fork of a multi-threaded process may inherit a lock some other thread held."""
+    global _zygote
+    if os.environ.get("RK_IMPL_START", "fork") != "fork" or threading.active_count() > 1:
         return
-
-    def run() -> None:
-        try:
-            multiprocessing.forkserver.ensure_running()
-        except Exception as exc:  # the first start falls back to spawn and says why
-            log.warning("forkserver not started: %s", exc)
-    multiprocessing.set_forkserver_preload(PRELOAD)
-    threading.Thread(target=run, daemon=True, name="forkserver-warm").start()
-
-
-def _forked_main(module: str, env: dict[str, str]) -> None:
-    """Runs in the forked child: become the process ``python -m module`` with ``env`` would have been."""
-    os.environ.clear()
-    os.environ.update(env)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.dup2(2, 1)  # stdout is never the adapter's protocol channel
-    failpoints = importlib.import_module("recoverykit.impl.failpoints")
-    failpoints.reload()  # imported in the forkserver, before this process's failpoint spec existed
-    sys.exit(importlib.import_module(module).main())
+    try:
+        _zygote = Zygote(PRELOAD)
+    except OSError as exc:  # every start falls back to an interpreter, and says so once here
+        log.warning("no zygote (%s); runtime processes start as fresh interpreters", exc)
 
 
 class Child:
@@ -77,27 +50,28 @@ class Child:
     def __init__(self, module: str, env: dict[str, str]) -> None:
         self.returncode: int | None = None
         self._done = threading.Event()
-        self._proc: subprocess.Popen | multiprocessing.process.BaseProcess
-        if mode() == "forkserver":
+        self._popen: subprocess.Popen | None = None
+        if mode() == "fork":
             try:
-                proc = _ctx.Process(target=_forked_main, args=(module, env), daemon=False)
-                proc.start()
-                self._proc = proc
-                self.pid = proc.pid
+                self.pid = _zygote.spawn(module, env)  # type: ignore[union-attr]
                 return
-            except Exception as exc:
-                log.warning("forkserver start of %s failed (%s); starting an interpreter instead", module, exc)
-        self._proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.DEVNULL,
-                                      stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env, close_fds=True)
-        self.pid = self._proc.pid
+            except ZygoteGone as exc:
+                log.warning("zygote start of %s failed (%s); starting an interpreter instead", module, exc)
+        self._popen = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.DEVNULL,
+                                       stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
+                                       close_fds=True)
+        self.pid = self._popen.pid
 
     def reap(self) -> int:
         """Block until the process exits (called by exactly one thread)."""
-        if isinstance(self._proc, subprocess.Popen):
-            code = self._proc.wait()
+        if self._popen is not None:
+            code = self._popen.wait()
         else:
-            self._proc.join()
-            code = self._proc.exitcode if self._proc.exitcode is not None else 255
+            code = _zygote.wait(self.pid)  # type: ignore[union-attr]
+            if code is None:  # the zygote died first: the orphan is init's now; watch it by pid
+                while _alive(self.pid):
+                    time.sleep(0.05)
+                code = 255
         self.returncode = code
         self._done.set()
         return code
@@ -117,3 +91,10 @@ class Child:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

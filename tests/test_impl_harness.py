@@ -116,7 +116,7 @@ def harness_factory(tmp_path):
 
 
 def _marked(proc: psutil.Process, markers: set[str]) -> bool:
-    # a process forked from the runtime's forkserver shows the adapter's environment, not its own
+    # a process forked from the runtime's zygote shows the adapter's environment, not its own
     try:
         return proc.environ().get("RECOVERYKIT_RUN_MARKER") in markers and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:

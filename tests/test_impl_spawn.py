@@ -1,4 +1,4 @@
-"""How the reference runtime starts its processes: forked from one preloaded forkserver, or (on request)
+"""How the reference runtime starts its processes: forked from the adapter's zygote, or (on request)
 as plain interpreters. Either way the kit sees the same roles, identities and markers."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ def test_control_and_workers_fork_from_one_server_that_outlives_a_tree_kill(harn
     h.start()
     parents = _parents(h)
     (server,) = parents["control"] | parents["worker"]  # one parent for every runtime process
-    assert server != h.client.pid and psutil.Process(server).ppid() == h.client.pid  # the adapter's forkserver
+    assert server != h.client.pid and psutil.Process(server).ppid() == h.client.pid  # the adapter's zygote
     for p in h.call("processes").processes:
-        h.kill(p.pid)  # the whole runtime, as the chaos tree kill does (the adapter and its forkserver live on)
+        h.kill(p.pid)  # the whole runtime, as the chaos tree kill does (the adapter and its zygote live on)
     h.start()
     assert _parents(h) == {"control": {server}, "worker": {server}}
     h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")

@@ -1,0 +1,181 @@
+"""The zygote: a fork of the adapter, made before it starts any thread, that forks runtime processes.
+
+A control or worker process spends ~150 ms importing sqlite-utils, psutil and this runtime before it
+does anything, and a chaos cycle starts them twice. The adapter imports them once, forks the zygote
+while it is still single-threaded, and from then on every runtime process is a fork of the zygote:
+a process that has run no runtime logic and holds no state, i.e. what a fresh interpreter would be
+after its imports. multiprocessing's forkserver does the same job but execs a second interpreter
+that imports everything again, plus a resource-tracker process: ~250 ms of CPU for every adapter,
+and the chaos runner starts one adapter per case.
+
+Protocol on a socketpair, one JSON object per line:
+
+- adapter -> zygote ``{"module": "recoverykit.impl.worker", "env": {...}}``: fork one process;
+- zygote -> adapter ``{"pid": N}`` (answers in request order) or ``{"error": "..."}``;
+- zygote -> adapter ``{"exit": N, "code": C}`` when a child ends (C < 0: killed by signal -C).
+
+The zygote exits when the adapter's end closes. Its children live on: they belong to the runtime,
+and the runtime (or the kit) stops them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import queue
+import select
+import signal
+import socket
+import sys
+import threading
+import traceback
+
+SPAWN_TIMEOUT_S = 10.0
+
+
+class ZygoteGone(Exception):
+    """The zygote is not running (it died, or never started): start an interpreter instead."""
+
+
+class Zygote:
+    """The adapter's handle on its zygote. Create it while the process has a single thread."""
+
+    def __init__(self, preload: list[str]) -> None:
+        for module in preload:
+            importlib.import_module(module)
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the zygote; runs until the adapter goes away
+            ours.close()
+            _serve(theirs)
+        theirs.close()
+        self.pid = pid
+        self._sock = ours
+        self._lock = threading.Lock()  # one spawn request at a time, so answers match requests
+        self._cond = threading.Condition()
+        self._pids: queue.Queue[dict] = queue.Queue()
+        self._exits: dict[int, int] = {}
+        self.gone = False
+        threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
+
+    def spawn(self, module: str, env: dict[str, str]) -> int:
+        with self._lock:
+            if self.gone:
+                raise ZygoteGone("the zygote is not running")
+            try:
+                self._sock.sendall(json.dumps({"module": module, "env": env}).encode() + b"\n")
+                answer = self._pids.get(timeout=SPAWN_TIMEOUT_S)
+            except (OSError, queue.Empty) as exc:
+                raise ZygoteGone(f"the zygote did not answer ({exc or 'timeout'})") from exc
+        if "pid" not in answer:
+            raise ZygoteGone(answer.get("error", "the zygote stopped"))
+        return int(answer["pid"])
+
+    def wait(self, pid: int, timeout: float | None = None) -> int | None:
+        """The exit code of a child the zygote forked, once it has ended; None on timeout or zygote death."""
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._exits or self.gone, timeout)
+            return self._exits.get(pid)
+
+    def _read(self) -> None:
+        stream = self._sock.makefile("rb")
+        for line in stream:
+            msg = json.loads(line)
+            if "exit" in msg:
+                with self._cond:
+                    self._exits[int(msg["exit"])] = int(msg["code"])
+                    self._cond.notify_all()
+            else:
+                self._pids.put(msg)
+        with self._cond:
+            self.gone = True
+            self._cond.notify_all()
+        self._pids.put({"error": "the zygote exited"})
+
+
+def _serve(sock: socket.socket) -> None:  # pragma: no cover - runs in the forked zygote
+    keep = sock.fileno()
+    os.closerange(3, keep)  # the adapter's protocol pipes and sockets are not ours to hold open
+    os.closerange(keep + 1, 65536)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd is what tells the loop to reap
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    buf = b""
+    try:
+        while True:
+            with contextlib.suppress(InterruptedError):
+                ready, _, _ = select.select([sock, wake_r], [], [])
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(wake_r, 512):
+                        pass
+            _reap(sock)
+            if sock in ready:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    _fork(sock, json.loads(line), (wake_r, wake_w))
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _reap(sock: socket.socket) -> None:  # pragma: no cover - runs in the forked zygote
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        sock.sendall(json.dumps({"exit": pid, "code": code}).encode() + b"\n")
+
+
+def _fork(sock: socket.socket, request: dict, wake: tuple[int, int]) -> None:  # pragma: no cover - zygote
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        sock.sendall(json.dumps({"error": f"fork failed: {exc}"}).encode() + b"\n")
+        return
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        sock.close()
+        for fd in wake:
+            os.close(fd)
+        run_child(request["module"], request["env"])
+    sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+
+
+def run_child(module: str, env: dict[str, str]) -> None:  # pragma: no cover - runs in a forked child
+    """Become the process ``python -m module`` with ``env`` would have been; never returns."""
+    code = 1
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(2, 1)  # stdout is never the adapter's protocol channel
+        failpoints = importlib.import_module("recoverykit.impl.failpoints")
+        failpoints.reload()  # imported before this process's failpoint spec existed
+        code = importlib.import_module(module).main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(int(code or 0) & 0xFF)
