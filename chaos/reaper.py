@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 
 import psutil
 from recoverykit.chaos.killer import KillReport, ProcRef, kill_all
+from recoverykit.conformance import proc_markers
 from recoverykit.model.errors import InvalidArgument
 
 ENV_RUN_MARKER = "RECOVERYKIT_RUN_MARKER"
@@ -61,13 +62,13 @@ def _marked() -> dict[str, list[ProcRef]]:
     found: dict[str, list[ProcRef]] = {}
     me = psutil.Process()
     protected = {me.pid, *(p.pid for p in me.parents())}  # the kit never reaps itself or its parents
-    for proc in psutil.process_iter(["pid", "create_time"]):
-        if proc.pid in protected:
+    for pid, marker in proc_markers.values(ENV_RUN_MARKER).items():
+        if pid in protected or not marker:
             continue
         with contextlib.suppress(psutil.Error, OSError):
-            marker = proc.environ().get(ENV_RUN_MARKER)
-            if marker and proc.status() != psutil.STATUS_ZOMBIE:
-                found.setdefault(marker, []).append(ProcRef(proc.pid, proc.info["create_time"]))
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.setdefault(marker, []).append(ProcRef(pid, proc.create_time()))
     return found
 
 

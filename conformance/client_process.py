@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 import psutil
+from recoverykit.conformance import proc_markers
 from recoverykit.conformance.errors import AdapterCommandError
 
 MARKER_ENV = "RECOVERYKIT_RUN_MARKER"
@@ -67,12 +68,11 @@ def marked(marker: str) -> list[psutil.Process]:
     """Processes of this user whose environment carries the run marker (they may have left the group)."""
     found = []
     me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
+    for pid in proc_markers.carrying(MARKER_ENV, marker):
+        if pid == me:
             continue
-        with contextlib.suppress(psutil.Error, OSError):
-            if proc.environ().get(MARKER_ENV) == marker:
-                found.append(proc)
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
     return found
 
 

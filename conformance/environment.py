@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
+from recoverykit.conformance import client_process
 from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.client import AdapterClient
-from recoverykit.conformance.client_process import MARKER_ENV
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError
 from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.probe_tools import standard_probe_tools
@@ -313,13 +313,11 @@ def kill_listed(targets: list[dict[str, Any]], *, tree: bool) -> list[int]:
 
 
 def marked(marker: str) -> list[psutil.Process]:
+    """Live processes carrying ``marker`` (not this one)."""
     found = []
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
-            continue
-        with contextlib.suppress(psutil.Error, OSError):
-            if proc.environ().get(MARKER_ENV) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+    for proc in client_process.marked(marker):
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
     return found
 

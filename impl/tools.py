@@ -13,6 +13,7 @@ What recovery can know about a call comes from that directory and from psutil, n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -138,11 +139,24 @@ def wait_live(data_dir: Path, call_id: str, proc: psutil.Process) -> None:
 def tool_pids(data_dir: Path) -> list[psutil.Process]:
     """Every live shim or tool process started by this runtime (for `processes`)."""
     found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            env = proc.environ()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+    want = f"\0RK_IMPL_DATA_DIR={data_dir}\0".encode()
+    call = f"{CALL_ENV}=".encode()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        # raw /proc bytes, not psutil's parsed environ(): this runs on every `processes` and every stop
+        if not entry.isdigit():
             continue
-        if CALL_ENV in env and env.get("RK_IMPL_DATA_DIR") == str(data_dir):
-            found.append(proc)
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                block = b"\0" + fh.read() + b"\0"
+        except OSError:
+            continue
+        if want in block and b"\0" + call in block:
+            with contextlib.suppress(psutil.Error):
+                found.append(psutil.Process(int(entry)))
+    if not os.path.isdir("/proc"):  # not Linux: parse every environment
+        for proc in psutil.process_iter(["pid"]):
+            with contextlib.suppress(psutil.Error):
+                env = proc.environ()
+                if CALL_ENV in env and env.get("RK_IMPL_DATA_DIR") == str(data_dir):
+                    found.append(proc)
     return found
