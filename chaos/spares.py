@@ -33,7 +33,9 @@ from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.client_process import peek_exit
 
 ENV_SWITCH = "RECOVERYKIT_WARM_SPARES"
-MAX_IDLE = 4  # bounds idle spares when many cases start at once (one per concurrent case is the steady state)
+MAX_IDLE = 4  # idle spares in all (one per case in flight is the steady state; the oldest goes first)
+# pytest rewrites this for every test item: a difference in it does not make a spare another adapter
+VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 @dataclass
@@ -64,23 +66,28 @@ def warm_spares() -> Iterator[SparePool]:
 
 
 def _key(argv: list[str], base_dir: str | os.PathLike | None) -> str:
-    env = "\0".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+    env = "\0".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k not in VOLATILE)
     return hashlib.sha256(repr((argv, str(base_dir), env)).encode()).hexdigest()
 
 
 class SparePool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[str, list[Spare]] = {}
+        self._idle: list[tuple[str, Spare]] = []  # in launch order: the oldest first
         self._closed = False
         self.active = 0
 
-    def take(self, argv: list[str], base_dir: str | os.PathLike | None) -> Spare | None:
-        """An idle spare for this command, still running, or None."""
+    def idle(self) -> list[Spare]:
         with self._lock:
-            queue = self._idle.get(_key(argv, base_dir), [])
-            while queue:
-                spare = queue.pop(0)
+            return [spare for _, spare in self._idle]
+
+    def take(self, argv: list[str], base_dir: str | os.PathLike | None) -> Spare | None:
+        """An idle spare for this command and environment, still running, or None."""
+        key = _key(argv, base_dir)
+        with self._lock:
+            for entry in [e for e in self._idle if e[0] == key]:
+                self._idle.remove(entry)
+                spare = entry[1]
                 if spare.client.pid is not None and peek_exit(spare.client.pid) is None:
                     return spare
                 _discard(spare)  # it died while idle: the case starts its own, as if there were no pool
@@ -90,25 +97,23 @@ class SparePool:
         """Start one spare for the next case (a cheap fork/exec here; its imports run in the child)."""
         key = _key(argv, base_dir)
         with self._lock:
-            if self._closed or len(self._idle.get(key, [])) >= MAX_IDLE:
+            if self._closed:
                 return
+            while len(self._idle) >= MAX_IDLE:  # make room: the oldest spare goes
+                _discard(self._idle.pop(0)[1])
             run_dir, marker = make_dir(base_dir, "rkc-"), new_marker()
             client = AdapterClient(argv, run_dir / "adapter", run_marker=marker)
             try:
                 client.start()
             except Exception:  # the case that needs it will start (and fail) the same way and say why
-                with contextlib.suppress(OSError):
-                    for leftover in (run_dir / "adapter").iterdir():
-                        leftover.unlink()
-                    (run_dir / "adapter").rmdir()
-                    run_dir.rmdir()
+                shutil.rmtree(run_dir, ignore_errors=True)
                 return
-            self._idle.setdefault(key, []).append(Spare(run_dir, marker, client))
+            self._idle.append((key, Spare(run_dir, marker, client)))
 
     def close_all(self) -> int:
         """Close every idle spare; how many there were."""
         with self._lock:
-            spares = [s for queue in self._idle.values() for s in queue]
+            spares = [spare for _, spare in self._idle]
             self._idle.clear()
         for spare in spares:
             _discard(spare)

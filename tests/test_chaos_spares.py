@@ -7,6 +7,7 @@ import os
 
 import psutil
 from recoverykit.chaos import spares
+from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import parse_case_id
 from recoverykit.chaos.reaper import ENV_RUN_MARKER
 from recoverykit.chaos.runner import run_case
@@ -55,7 +56,7 @@ def test_a_spare_started_under_another_environment_is_not_adopted(tmp_path, monk
 def test_a_spare_that_died_while_idle_is_replaced_by_a_cold_start(tmp_path):
     with spares.warm_spares() as pool:
         assert run_case(FAST_CASE, base_dir=tmp_path)["status"] == "passed"
-        (idle,) = [s for queue in pool._idle.values() for s in queue]
+        (idle,) = pool.idle()
         psutil.Process(idle.client.pid).kill()
         psutil.Process(idle.client.pid).wait(timeout=10)
         second = run_case(FAST_CASE, base_dir=tmp_path)
@@ -70,3 +71,33 @@ def test_switched_off_by_the_environment(tmp_path, monkeypatch):
         second = run_case(FAST_CASE, base_dir=tmp_path)
         assert second["adapter"]["warm_spare"] is False
     assert mine() == []
+
+
+def test_pytests_per_item_variable_does_not_make_another_adapter(tmp_path, monkeypatch):
+    # pytest sets PYTEST_CURRENT_TEST anew for every item: under xdist, every case would miss its spare
+    with spares.warm_spares():
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", "case-1 (call)")
+        run_case(FAST_CASE, base_dir=tmp_path)
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", "case-2 (call)")
+        assert run_case(FAST_CASE, base_dir=tmp_path)["adapter"]["warm_spare"] is True
+    assert mine() == []
+
+
+def test_idle_spares_are_capped_across_environments(tmp_path, monkeypatch):
+    with spares.warm_spares() as pool:
+        for i in range(spares.MAX_IDLE + 2):  # every environment differs: no spare is ever adopted
+            monkeypatch.setenv("RK_TEST_SPARE_ROUND", str(i))
+            pool.launch(["python3", "-c", "import sys; sys.stdin.read()"], tmp_path, private_dir)
+        assert len(pool.idle()) == spares.MAX_IDLE
+    assert mine() == [] and list(tmp_path.iterdir()) == []
+
+
+def test_an_xdist_worker_runs_its_cases_on_warm_spares(tmp_path):
+    from recoverykit.chaos import systematic
+
+    doc = systematic.run(None, workers=1, out_dir=tmp_path / "out", scenarios="chat_unknown_write",
+                         points="completion.commit.before_projection", kinds="frontend_reload,normal_exit,tree_kill")
+    ran = [c for c in doc["cases"] if c["status"] == "passed"]
+    assert len(ran) == 3, doc["cases"]
+    assert [c["adapter"]["warm_spare"] for c in ran] == [False, True, True]
+    assert not (tmp_path / "out" / "runs").exists()  # no idle spare's directory outlived the run
