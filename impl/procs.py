@@ -20,7 +20,7 @@ import time
 
 import psutil
 
-from . import tools
+from . import schema, tools
 from .config import Config
 from .spawn import Child
 from .worker import wake_all
@@ -62,6 +62,7 @@ class Runtime:
         # that re-checks the version); `start` answers once all of them are ready.
         with self.lock:
             control = None
+            self._migrate()
             if not _running(self.control):
                 self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.cfg.run_dir / "control.ready").unlink(missing_ok=True)
@@ -70,6 +71,16 @@ class Runtime:
             if control is not None:
                 self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), control, "control")
             self._await_workers(new)
+
+    def _migrate(self) -> None:
+        """Bring both databases to the current schema before anything starts, so the processes that start
+        together do not queue on SQLite's write lock to find there is nothing to do. A failure here is
+        not ours to report: each process meets it again and records it (recovery_failed_migration)."""
+        for open_db in (schema.open_runtime_db, schema.open_usage_db):
+            try:
+                open_db(self.cfg.path).conn.close()
+            except Exception as exc:
+                log.warning("migration before start failed (%s); the runtime's processes will report it", exc)
 
     def start_workers(self) -> None:
         with self.lock:
