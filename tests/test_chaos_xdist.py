@@ -6,12 +6,16 @@ systematic run with 1 and 2 xdist workers is benchmarks/chaos_cycle.py's busines
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 from recoverykit.chaos import systematic
+from recoverykit.chaos.reaper import ENV_RUN_MARKER
 
 MINI = Path(__file__).resolve().parent / "adapters" / "mini_runtime.py"
 # mini declares tool.result.commit.before but not input.accept.after: two passed, two not implemented
@@ -105,3 +109,40 @@ def test_the_plugin_refuses_to_run_without_a_results_dir(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "recoverykit.chaos.xdist_plugin", "-p",
                            "no:cacheprovider"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 4 and "--chaos-results" in done.stderr  # usage error, not a run of whatever is here
+
+
+def marked_by(owner_pid: int) -> list[psutil.Process]:
+    """Live processes whose run marker ``owner_pid`` made."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(ENV_RUN_MARKER, "").startswith(f"recoverykit-{owner_pid}-") and \
+                    proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+def test_a_dead_xdist_worker_costs_only_its_case(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "recoverykit", "chaos", "--workers", "2", "--json", "--quiet",
+                            "--scenarios", "chat_unknown_write", "--points", "tool.running",
+                            "--kinds", "worker_kill,tree_kill,normal_exit", "--out", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        victim = None
+        while victim is None and run.poll() is None:  # a worker busy with a case: its case processes are running
+            busy = [p for p in marked_by(run.pid) if "xdist.plugin" not in " ".join(p.cmdline()) and marked_by(p.pid)]
+            victim = busy[0] if busy else time.sleep(0.1)
+        assert victim is not None, "no xdist worker was ever seen running a case"
+        victim.kill()
+        stdout, stderr = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 2, stderr[-3000:]  # unknown: a case without a result is missing evidence
+    doc = json.loads(stdout)
+    lost = [c for c in doc["cases"] if c["status"] == "error"]
+    assert len(lost) == 1 and lost[0]["why"].startswith("no result"), [(c["id"], c["status"]) for c in doc["cases"]]
+    assert [c["status"] for c in doc["cases"]].count("passed") == len(doc["cases"]) - 1  # the others still ran
+    assert marked_by(run.pid) == [] and marked_by(victim.pid) == []  # the dead worker's case processes too
