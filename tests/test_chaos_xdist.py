@@ -122,6 +122,15 @@ def marked_by(owner_pid: int) -> list[psutil.Process]:
     return found
 
 
+def _busy_worker(chaos_pid: int) -> psutil.Process | None:
+    """An xdist worker of this chaos command (not its controller) whose case processes are running."""
+    for proc in marked_by(chaos_pid):
+        with contextlib.suppress(psutil.Error):
+            if "xdist.plugin" not in " ".join(proc.cmdline()) and marked_by(proc.pid):
+                return proc
+    return None
+
+
 def test_a_dead_xdist_worker_costs_only_its_case(tmp_path):
     out = tmp_path / "out"
     run = subprocess.Popen([sys.executable, "-m", "recoverykit", "chaos", "--workers", "2", "--json", "--quiet",
@@ -131,8 +140,7 @@ def test_a_dead_xdist_worker_costs_only_its_case(tmp_path):
     try:
         victim = None
         while victim is None and run.poll() is None:  # a worker busy with a case: its case processes are running
-            busy = [p for p in marked_by(run.pid) if "xdist.plugin" not in " ".join(p.cmdline()) and marked_by(p.pid)]
-            victim = busy[0] if busy else time.sleep(0.1)
+            victim = _busy_worker(run.pid) or time.sleep(0.1)
         assert victim is not None, "no xdist worker was ever seen running a case"
         victim.kill()
         stdout, stderr = run.communicate(timeout=240)
