@@ -22,9 +22,8 @@ from recoverykit.chaos.reaper import ENV_RUN_MARKER, reap_stale
 
 FAST_CASE = "chat_unknown_write/completion.commit.before_projection/1/frontend_reload"
 SLOW_CASE = "chat_unknown_write/tool.running/1/worker_kill"
-# with --workers 2: enough slow cases that the run is still busy when the test kills it
-XDIST_SELECT = ("--workers", "2", "--scenarios", "chat_unknown_write", "--points", "tool.running",
-                "--kinds", "worker_kill,tree_kill,normal_exit,long_downtime")
+# with --workers 2: enough cases (48) that the run is far from done when the test kills it
+XDIST_SELECT = ("--workers", "2", "--scenarios", "chat_unknown_write", "--kinds", "worker_kill,tree_kill")
 
 
 def marked_by(owner_pid: int) -> list[psutil.Process]:
@@ -148,6 +147,13 @@ def test_sigkilled_xdist_chaos_run_is_cleaned_up_by_the_next_run(tmp_path, also_
         controller.kill()
     first.wait(timeout=30)
     first.stderr.close()
+    if not also_controller:  # the controller notices its owner died and reaps its workers and their cases itself
+        deadline = time.monotonic() + 60
+        while any(marked_by(pid) for pid in [first.pid, *pytest_pids]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _nothing_left([first.pid, *pytest_pids])
+        reported = list((tmp_path / "killed").glob("xdist-*/cases/*.json"))
+        assert len(reported) < 48, "the run went on to the end instead of stopping with its owner"
     second = chaos("--replay", FAST_CASE, tmp_path=tmp_path, name="next")
     _, err = second.communicate(timeout=180)
     assert second.returncode == 0, err.decode()[-2000:]
