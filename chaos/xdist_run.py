@@ -106,7 +106,8 @@ def run_cases(cases: Sequence[Case], adapter: str | list[str] | None, *, workers
     marker = new_marker()
     env = marked_env(marker, {k: v for k, v in os.environ.items() if not k.startswith(DROP_ENV_PREFIX)})
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    argv = pytest_argv(workers, work, adapter, base_dir=Path(base_dir) if base_dir is not None else None,
+    argv = pytest_argv(min(workers, len(cases)), work, adapter,  # a worker without a case would only start and exit
+                       base_dir=Path(base_dir) if base_dir is not None else None,
                        bundle_dir=Path(bundle_dir) if bundle_dir is not None else None, timeout_s=timeout_s,
                        keep=keep, seed=seed)
     by_id: dict[str, dict[str, Any]] = {}
