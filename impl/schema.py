@@ -131,6 +131,11 @@ def current_version(db: sqlite_utils.Database) -> int:
 
 def migrate(db: sqlite_utils.Database, path: Path, migrations: tuple[str, ...]) -> int:
     """Apply every pending migration, each in its own transaction; return the resulting version."""
+    version = current_version(db)
+    if version == len(migrations):
+        # A read answered it. CREATE TABLE IF NOT EXISTS would take the write lock even when the table
+        # exists, and processes starting together then queue in SQLite's busy handler (tens of ms).
+        return version
     db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
     version = current_version(db)
     if version > len(migrations):
