@@ -77,8 +77,7 @@ class CaseEnv:
         else:
             self.client = AdapterClient(argv, self.run_dir / "adapter", run_marker=self.marker,
                                         timeout_s=timeout_s, slow_timeout_s=max(60.0, timeout_s * 3))
-        if spares.enabled():
-            spares.POOL.launch(argv, base_dir, private_dir)
+        self._spare_for_next = (argv, base_dir) if spares.enabled() else None
         self._lock = threading.Lock()
         self._pending: list[tuple[Any, PendingCall, threading.Thread]] = []
         self._auto = threading.Event()
@@ -192,7 +191,18 @@ class CaseEnv:
         return list(self.client.call("processes").processes)
 
     def start_runtime(self, failpoints: str = "", clock_offset_s: float = 0.0, host_id: str = HOST_A) -> None:
-        self.request("start", failpoints=failpoints, clock_offset_s=clock_offset_s, host_id=host_id)
+        try:
+            self.request("start", failpoints=failpoints, clock_offset_s=clock_offset_s, host_id=host_id)
+        finally:
+            self._launch_spare()
+
+    def _launch_spare(self) -> None:
+        """Start the next case's adapter once this runtime is up: its imports then overlap this case's
+        waits instead of competing with this runtime's own start."""
+        if self._spare_for_next is not None:
+            argv, base_dir = self._spare_for_next
+            self._spare_for_next = None
+            spares.POOL.launch(argv, base_dir, private_dir)
 
     def quiesce(self, timeout_s: float) -> bool:
         reply = self.request("quiesce", timeout_s=timeout_s)

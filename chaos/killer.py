@@ -159,8 +159,22 @@ def freeze_tree(root: ProcRef | int | psutil.Process, rounds: int = 20) -> list[
         for ref in new:
             _signal(ref, signal.SIGSTOP)
             members.add(ref)
-        frontier = [d for ref in members for d in descendants(ref)]
+        frontier = _descendants_of(members)  # one scan of the process table per round, not one per member
     return sorted(members)
+
+
+def _descendants_of(roots: Iterable[ProcRef]) -> list[ProcRef]:
+    children: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        children.setdefault(proc.info["ppid"], []).append(proc.pid)
+    alive = {ref.pid for ref in roots if ref.alive()}  # a reused pid is not the member we froze
+    out, todo = [], [pid for pid in alive]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            with contextlib.suppress(psutil.Error):
+                out.append(ProcRef(child, psutil.Process(child).create_time()))
+                todo.append(child)
+    return out
 
 
 def kill_tree(root: ProcRef | int | psutil.Process, timeout: float = 5.0,

@@ -231,7 +231,7 @@ class Adapter:
             if not busy or time.monotonic() >= deadline:
                 return {"quiescent": not busy, "pending": [{"work_id": p["work_id"], "status": p["status"]}
                                                            for p in left]}
-            time.sleep(0.01)  # two small reads per poll; a coarser poll was most of a chaos case's recovery time
+            time.sleep(0.005)  # two small reads per poll; a coarser poll was most of a chaos case's recovery time
 
 
 def main() -> int:
