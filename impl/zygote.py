@@ -89,6 +89,8 @@ class Zygote:
                     self._cond.notify_all()
             else:
                 self._pids.put(msg)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)  # it is our child: no zombie left behind
         with self._cond:
             self.gone = True
             self._cond.notify_all()

@@ -46,3 +46,17 @@ def test_spawn_mode_starts_plain_interpreters(harness_factory, monkeypatch):
     h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
     assert h.quiesce().quiescent
     assert h.observe().work_items[0].status == "finished"
+
+
+def test_a_dead_zygote_falls_back_to_interpreters_and_loses_nothing(harness_factory):
+    h = harness_factory(tool_then_text(), workers=1)
+    h.start()
+    (zygote,) = _parents(h)["worker"]
+    h.kill(zygote)  # its children live on as orphans; the adapter must still stop them and start anew
+    h.call("stop", graceful=True)
+    assert h.call("processes").processes == []
+    h.start()
+    assert _parents(h) == {"control": {h.client.pid}, "worker": {h.client.pid}}  # plain interpreters now
+    h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
+    assert h.quiesce().quiescent
+    assert h.observe().work_items[0].status == "finished"
