@@ -1,7 +1,7 @@
 """Warm spare adapters: the next case's adapter process starts while the current case runs.
 
 Every case starts its own adapter, and its interpreter start and imports (~150-200 ms for the
-reference runtime, which also warms its forkserver at launch) do not depend on the case: everything
+reference runtime, which also forks its zygote at launch) do not depend on the case: everything
 that does (data dir, provider, failpoint broker, probe tools) arrives with ``init``. So inside a
 ``warm_spares()`` block (a run of many cases), when a case starts, one spare for the same adapter
 command is launched in its own private run dir, and the next case adopts it instead of paying the

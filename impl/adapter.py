@@ -237,7 +237,7 @@ class Adapter:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"adapter[{os.getpid()}] %(levelname)s %(message)s")
-    # The protocol channel is private to this process: every process started from here (the forkserver,
+    # The protocol channel is private to this process: every process started from here (the zygote,
     # control, workers, tool shims) inherits fds 0 and 1, and one stray write there corrupts the stream.
     proto_in, proto_out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
