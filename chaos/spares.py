@@ -3,9 +3,10 @@
 Every case starts its own adapter, and its interpreter start and imports (~150-200 ms for the
 reference runtime, which also forks its zygote at launch) do not depend on the case: everything
 that does (data dir, provider, failpoint broker, probe tools) arrives with ``init``. So inside a
-``warm_spares()`` block (a run of many cases), when a case starts, one spare for the same adapter
-command is launched in its own private run dir, and the next case adopts it instead of paying the
-start itself. Leaving the block closes the idle spares; outside any block nothing is pooled.
+``warm_spares()`` block (a run of many cases), once a case's runtime is up, one spare for the same
+adapter command is launched in its own private run dir (``CaseEnv.start_runtime``), and the next case
+adopts it instead of paying the start itself. Leaving the block closes the idle spares; outside
+any block nothing is pooled.
 
 A spare is exactly what a cold start would have produced a little earlier: the same argv, the same
 environment (a spare is adopted only while ``os.environ`` is unchanged), a fresh private run dir and a
