@@ -68,6 +68,7 @@ class Zygote:
                 self._sock.sendall(json.dumps({"module": module, "env": env}).encode() + b"\n")
                 answer = self._pids.get(timeout=SPAWN_TIMEOUT_S)
             except (OSError, queue.Empty) as exc:
+                self.gone = True  # a late answer would be taken for the next request's: never ask again
                 raise ZygoteGone(f"the zygote did not answer ({exc or 'timeout'})") from exc
         if "pid" not in answer:
             raise ZygoteGone(answer.get("error", "the zygote stopped"))
@@ -88,6 +89,9 @@ class Zygote:
                     self._exits[int(msg["exit"])] = int(msg["code"])
                     self._cond.notify_all()
             else:
+                if "pid" in msg:  # a reused pid: forget the exit of its earlier owner (it came before this)
+                    with self._cond:
+                        self._exits.pop(int(msg["pid"]), None)
                 self._pids.put(msg)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)  # it is our child: no zombie left behind
