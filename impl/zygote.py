@@ -83,7 +83,10 @@ class Zygote:
     def _read(self) -> None:
         stream = self._sock.makefile("rb")
         for line in stream:
-            msg = json.loads(line)
+            try:
+                msg = json.loads(line)
+            except ValueError:  # cannot happen with our zygote; if it does, stop trusting it
+                break
             if "exit" in msg:
                 with self._cond:
                     self._exits[int(msg["exit"])] = int(msg["code"])
