@@ -96,12 +96,14 @@ class Zygote:
                     with self._cond:
                         self._exits.pop(int(msg["pid"]), None)
                 self._pids.put(msg)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)  # it is our child: no zombie left behind
         with self._cond:
             self.gone = True
             self._cond.notify_all()
         self._pids.put({"error": "the zygote exited"})
+        with contextlib.suppress(OSError):  # still there after talking nonsense? (it is unreaped: no pid reuse)
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)  # it is our child: no zombie left behind
 
 
 def _serve(sock: socket.socket) -> None:  # pragma: no cover - runs in the forked zygote
