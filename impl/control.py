@@ -20,9 +20,8 @@ import sys
 import threading
 import uuid
 
-import sqlite_utils
-
 from .config import Config
+from .db import Database
 from .failpoints import failpoint
 from .schema import RUNTIME_MIGRATIONS, StorageUnavailable, connect, current_version
 from .store import emit, now, one, process_alive, rows, set_status, tx
@@ -37,7 +36,7 @@ class ControlError(Exception):
         self.code, self.text, self.definite = code, text, definite
 
 
-def submit(db: sqlite_utils.Database, cfg: Config, session_id: str, text: str, client_msg_id: str,
+def submit(db: Database, cfg: Config, session_id: str, text: str, client_msg_id: str,
            working_dir: str | None = None) -> dict:
     failpoint("input.accept.before", None)
     with tx(db):
@@ -69,7 +68,7 @@ _CONTROLS = {
 }
 
 
-def control(db: sqlite_utils.Database, op: str, work_id: str) -> dict:
+def control(db: Database, op: str, work_id: str) -> dict:
     desired, status, reason, text, actions = _CONTROLS[op]
     with tx(db):
         item = one(db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
@@ -93,7 +92,7 @@ def control(db: sqlite_utils.Database, op: str, work_id: str) -> dict:
     return {"work_id": work_id, "control_version": cv}
 
 
-def cancel_tools(db: sqlite_utils.Database, work_id: str) -> None:
+def cancel_tools(db: Database, work_id: str) -> None:
     """End cancels the item's running tool children explicitly (a running shell is never taken as stopped).
 
     Each shim leads its own process group, so the tool under it goes too; the worker then records the
@@ -108,7 +107,7 @@ def cancel_tools(db: sqlite_utils.Database, work_id: str) -> None:
                 emit(db, work_id, "tool_cancelled", call_id=call["call_id"], pid=call["pid"])
 
 
-def stop_all(db: sqlite_utils.Database) -> dict:
+def stop_all(db: Database) -> dict:
     """'Quit and stop all tasks': the user's stop intent, persisted for every item meant to run."""
     with tx(db):
         items = rows(db, "SELECT work_id, control_version FROM work_items WHERE desired_state='run'")
@@ -121,7 +120,7 @@ def stop_all(db: sqlite_utils.Database) -> dict:
     return {"stopped": [i["work_id"] for i in items]}
 
 
-def handle(db: sqlite_utils.Database, cfg: Config, req: dict) -> dict:
+def handle(db: Database, cfg: Config, req: dict) -> dict:
     op = req.get("op")
     if op == "submit":
         return submit(db, cfg, req["session_id"], req["text"], req["client_msg_id"], req.get("working_dir"))
@@ -150,7 +149,7 @@ def serve(cfg: Config) -> None:
         threading.Thread(target=_serve_one, args=(cfg, conn), daemon=True).start()
 
 
-def _open(cfg: Config) -> sqlite_utils.Database:
+def _open(cfg: Config) -> Database:
     """One connection per request (no cross-thread sharing), refused before anything is written if the
     storage is unreadable or at a schema this runtime does not know: a definite refusal, nothing saved."""
     try:

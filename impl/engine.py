@@ -16,10 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlite_utils
-
 from . import history, tools
 from .config import SAFE_FOR_RECOVERY, Config
+from .db import Database
 from .failpoints import failpoint
 from .provider import ProviderFault, Request, Watermark
 from .store import Identity, emit, fenced, now, one, rows, set_status, tx
@@ -36,8 +35,8 @@ class Interrupted(Exception):
 @dataclass
 class Ctx:
     cfg: Config
-    db: sqlite_utils.Database
-    udb: sqlite_utils.Database
+    db: Database
+    udb: Database
     me: Identity
     stopping: Callable[[], bool]
     # Set while waiting on something outside (a tool child, a provider response): a graceful stop may

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 
-import sqlite_utils
-
+from .db import Database
 from .store import rows
 
 
@@ -24,7 +23,7 @@ def placeholder_text(status: str, tool: str) -> str:
             "so its effect may or may not have happened. Do not assume either; investigate with read-only tools.")
 
 
-def build(db: sqlite_utils.Database, session_id: str) -> list[dict]:
+def build(db: Database, session_id: str) -> list[dict]:
     msgs = rows(db, "SELECT * FROM messages WHERE session_id=? ORDER BY msg_seq", (session_id,))
     results: dict[str, dict] = {}
     for m in msgs:

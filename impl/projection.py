@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 
-import sqlite_utils
-
+from .db import Database
 from .store import meta_get, meta_set, rows, tx
 
 
@@ -20,7 +19,7 @@ class ProjectionLost(Exception):
     """The projection's cursor points past the end of the event log."""
 
 
-def project(db: sqlite_utils.Database) -> int:
+def project(db: Database) -> int:
     with tx(db):
         cursor = int(meta_get(db, "projection_cursor", "0") or 0)
         last = db.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
@@ -40,7 +39,7 @@ def project(db: sqlite_utils.Database) -> int:
     return cursor
 
 
-def _fold(db: sqlite_utils.Database, ev: dict) -> None:
+def _fold(db: Database, ev: dict) -> None:
     payload = json.loads(ev["payload"])
     session = payload.get("session_id")
     if ev["kind"] not in ("completed", "turn_interrupted") or not session:
@@ -51,7 +50,7 @@ def _fold(db: sqlite_utils.Database, ev: dict) -> None:
                     (ev["seq"], session))
 
 
-def rebuild(db: sqlite_utils.Database) -> int:
+def rebuild(db: Database) -> int:
     """The Rebuild action: drop the derived rows and fold the whole log again."""
     with tx(db):
         db.conn.execute("DELETE FROM projection_sessions")

@@ -12,7 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-import sqlite_utils
+from .db import Database
 
 RUNTIME_MIGRATIONS: tuple[str, ...] = (
     # 1: the chat core
@@ -110,7 +110,7 @@ class StorageUnavailable(Exception):
     """The database file cannot be opened or read."""
 
 
-def connect(path: Path) -> sqlite_utils.Database:
+def connect(path: Path) -> Database:
     """An autocommit connection (we issue BEGIN IMMEDIATE ourselves) in WAL mode."""
     try:
         conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -119,17 +119,17 @@ def connect(path: Path) -> sqlite_utils.Database:
         conn.execute("PRAGMA busy_timeout=30000")
     except sqlite3.Error as exc:
         raise StorageUnavailable(f"cannot open {path}: {exc}") from exc
-    return sqlite_utils.Database(conn)
+    return Database(conn)
 
 
-def current_version(db: sqlite_utils.Database) -> int:
+def current_version(db: Database) -> int:
     if "schema_version" not in db.table_names():
         return 0
     row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(row[0] or 0)
 
 
-def migrate(db: sqlite_utils.Database, path: Path, migrations: tuple[str, ...]) -> int:
+def migrate(db: Database, path: Path, migrations: tuple[str, ...]) -> int:
     """Apply every pending migration, each in its own transaction; return the resulting version."""
     version = current_version(db)
     if version == len(migrations):
@@ -164,14 +164,14 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def open_runtime_db(data_dir: Path) -> sqlite_utils.Database:
+def open_runtime_db(data_dir: Path) -> Database:
     path = data_dir / "runtime.db"
     db = connect(path)
     migrate(db, path, RUNTIME_MIGRATIONS)
     return db
 
 
-def open_usage_db(data_dir: Path) -> sqlite_utils.Database:
+def open_usage_db(data_dir: Path) -> Database:
     path = data_dir / "usage.db"
     db = connect(path)
     migrate(db, path, USAGE_MIGRATIONS)

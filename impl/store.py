@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psutil
-import sqlite_utils
+
+from .db import Database
 
 
 class Fenced(Exception):
@@ -57,7 +58,7 @@ def now() -> float:
 
 
 @contextmanager
-def tx(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+def tx(db: Database) -> Iterator[Database]:
     conn = db.conn
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -70,7 +71,7 @@ def tx(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
 
 
 @contextmanager
-def fenced(db: sqlite_utils.Database, work_id: str, generation: int, op: str) -> Iterator[sqlite_utils.Database]:
+def fenced(db: Database, work_id: str, generation: int, op: str) -> Iterator[Database]:
     """A transaction that applies only if ``generation`` still owns ``work_id``."""
     conn = db.conn
     conn.execute("BEGIN IMMEDIATE")
@@ -94,22 +95,22 @@ def fenced(db: sqlite_utils.Database, work_id: str, generation: int, op: str) ->
     conn.execute("COMMIT")
 
 
-def emit(db: sqlite_utils.Database, work_id: str | None, kind: str, **payload: Any) -> int:
+def emit(db: Database, work_id: str | None, kind: str, **payload: Any) -> int:
     cur = db.conn.execute("INSERT INTO events (at, work_id, kind, payload) VALUES (?,?,?,?)",
                           (now(), work_id, kind, json.dumps(payload, sort_keys=True)))
     return int(cur.lastrowid)
 
 
-def rows(db: sqlite_utils.Database, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
+def rows(db: Database, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
     return list(db.query(sql, params))
 
 
-def one(db: sqlite_utils.Database, sql: str, params: tuple | dict = ()) -> dict[str, Any] | None:
+def one(db: Database, sql: str, params: tuple | dict = ()) -> dict[str, Any] | None:
     found = rows(db, sql, params)
     return found[0] if found else None
 
 
-def set_status(db: sqlite_utils.Database, work_id: str, status: str, reason_code: str, text: str = "",
+def set_status(db: Database, work_id: str, status: str, reason_code: str, text: str = "",
                actions: tuple[str, ...] = (), **extra: Any) -> None:
     """Change a work item's status with its reason and the actions a person may take; one event."""
     sets = ", ".join(f"{k}=:{k}" for k in extra)
@@ -121,11 +122,11 @@ def set_status(db: sqlite_utils.Database, work_id: str, status: str, reason_code
     emit(db, work_id, "status", status=status, reason_code=reason_code, text=text, actions=list(actions))
 
 
-def meta_get(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
+def meta_get(db: Database, key: str, default: str | None = None) -> str | None:
     row = db.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
     return row[0] if row else default
 
 
-def meta_set(db: sqlite_utils.Database, key: str, value: str) -> None:
+def meta_set(db: Database, key: str, value: str) -> None:
     db.conn.execute("INSERT INTO meta (key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                     (key, value))
