@@ -43,9 +43,7 @@ def one(case, base: Path) -> dict[str, float]:
         raise SystemExit(f"{case.id}: the point was never reached")
     marks.append(time.monotonic())
     before = env.observe()
-    members: set[killer.ProcRef] = set()
-    for ref in restarts._refs(env.processes(), {"control", "worker", "tool", "other"}):
-        members.update(killer.freeze_tree(ref))
+    members = killer.freeze_trees(restarts._refs(env.processes(), {"control", "worker", "tool", "other"}))
     killer.kill_all(members)
     env.fault("tree_kill", killed=[m.pid for m in members])
     env.release_holds(cut_provider=True)

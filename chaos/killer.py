@@ -11,6 +11,8 @@ away in between. Each kill is verified: a process counts as dead when it is gone
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import signal
 import subprocess
 import time
@@ -21,6 +23,35 @@ import psutil
 from recoverykit.model.errors import InvalidArgument
 
 IDENTITY_TOLERANCE_S = 0.05  # create_time is derived from clock ticks (10 ms); recomputations agree well within this
+_PROC = "/proc"
+
+
+@functools.lru_cache(maxsize=1)
+def _clock() -> tuple[float, int]:
+    return psutil.boot_time(), os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[str, int, float] | None:
+    """(state, ppid, create_time) of a live pid, or None if it is gone.
+
+    On Linux one read of ``/proc/<pid>/stat``, computed as psutil computes create_time; a kill phase
+    asks this dozens of times, and building a psutil.Process each time was most of its cost.
+    """
+    if not os.path.isdir(_PROC):
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                return proc.status(), proc.ppid(), proc.create_time()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()  # the command name may contain spaces and parentheses
+    boot, ticks = _clock()
+    return (psutil.STATUS_ZOMBIE if fields[0] == b"Z" else "alive"), int(fields[1]), boot + int(fields[19]) / ticks
 
 
 @dataclass(frozen=True, order=True)
@@ -55,7 +86,10 @@ class ProcRef:
             return None
 
     def alive(self) -> bool:
-        return self.process() is not None
+        st = _stat(self.pid)
+        if st is None or st[0] == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(st[2] - self.create_time) <= IDENTITY_TOLERANCE_S
 
 
 @dataclass
@@ -81,7 +115,7 @@ def wait_dead(refs: Iterable[ProcRef], timeout: float) -> tuple[list[ProcRef], l
     """(dead, still alive) after waiting up to ``timeout`` seconds."""
     pending = list(refs)
     dead: list[ProcRef] = []
-    deadline = time.monotonic() + timeout
+    deadline, delay = time.monotonic() + timeout, 0.0005
     while True:
         still = []
         for ref in pending:
@@ -89,24 +123,31 @@ def wait_dead(refs: Iterable[ProcRef], timeout: float) -> tuple[list[ProcRef], l
         pending = still
         if not pending or time.monotonic() >= deadline:
             return dead, pending
-        time.sleep(0.005)
+        time.sleep(delay)  # a SIGKILLed process is usually gone within a millisecond: start fine, back off
+        delay = min(delay * 2, 0.01)
 
 
 def _signal(ref: ProcRef, sig: int) -> bool:
-    proc = ref.process()
-    if proc is None:
+    if not ref.alive():
         return False
     try:
-        proc.send_signal(sig)
+        os.kill(ref.pid, sig)
         return True
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (ProcessLookupError, PermissionError):
         return False
 
 
 def _protected() -> set[int]:
     """This process and its ancestors: the kit never signals the process it runs in or its parents."""
-    me = psutil.Process()
-    return {me.pid, *(p.pid for p in me.parents())}
+    return set(_ancestry(os.getpid()))
+
+
+@functools.lru_cache(maxsize=4)
+def _ancestry(pid: int) -> tuple[int, ...]:
+    # Cached per process: a kill phase checks this for every target, and the chain above the kit does not
+    # change under it (an ancestor that exits is replaced by init or a subreaper, never by a new target).
+    me = psutil.Process(pid)
+    return (me.pid, *(p.pid for p in me.parents()))
 
 
 def _refuse_self(refs: Iterable[ProcRef]) -> None:
@@ -148,10 +189,15 @@ def descendants(root: ProcRef) -> list[ProcRef]:
 
 def freeze_tree(root: ProcRef | int | psutil.Process, rounds: int = 20) -> list[ProcRef]:
     """SIGSTOP the root and every descendant until the walk finds nothing new; returns the members."""
-    root = ProcRef.of(root)
-    _refuse_self([root])
+    return freeze_trees([root], rounds)
+
+
+def freeze_trees(roots: Iterable[ProcRef | int | psutil.Process], rounds: int = 20) -> list[ProcRef]:
+    """``freeze_tree`` for several roots at once: one scan of the process table per round for all of them."""
+    roots = _as_refs(roots)
+    _refuse_self(roots)
     members: set[ProcRef] = set()
-    frontier = [root]
+    frontier = roots
     for _ in range(rounds):
         new = [r for r in frontier if r not in members]
         if not new:
@@ -159,31 +205,39 @@ def freeze_tree(root: ProcRef | int | psutil.Process, rounds: int = 20) -> list[
         for ref in new:
             _signal(ref, signal.SIGSTOP)
             members.add(ref)
-        frontier = _descendants_of(members)  # one scan of the process table per round, not one per member
+        frontier = _descendants_of(members)
     return sorted(members)
 
 
+def _process_table() -> dict[int, list[ProcRef]]:
+    """ppid -> live children (as ProcRefs), from one pass over the process table."""
+    children: dict[int, list[ProcRef]] = {}
+    if not os.path.isdir(_PROC):
+        for proc in psutil.process_iter(["ppid", "create_time"]):
+            children.setdefault(proc.info["ppid"], []).append(ProcRef(proc.pid, proc.info["create_time"] or -1.0))
+        return children
+    for entry in os.listdir(_PROC):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st is not None:
+                children.setdefault(st[1], []).append(ProcRef(int(entry), st[2]))
+    return children
+
+
 def _descendants_of(roots: Iterable[ProcRef]) -> list[ProcRef]:
-    children: dict[int, list[int]] = {}
-    for proc in psutil.process_iter(["ppid"]):
-        children.setdefault(proc.info["ppid"], []).append(proc.pid)
-    alive = {ref.pid for ref in roots if ref.alive()}  # a reused pid is not the member we froze
-    out, todo = [], [pid for pid in alive]
+    children = _process_table()
+    out, todo = [], [ref.pid for ref in roots if ref.alive()]  # a reused pid is not the member we froze
     while todo:
         for child in children.get(todo.pop(), []):
-            with contextlib.suppress(psutil.Error):
-                out.append(ProcRef(child, psutil.Process(child).create_time()))
-                todo.append(child)
+            out.append(child)
+            todo.append(child.pid)
     return out
 
 
 def kill_tree(root: ProcRef | int | psutil.Process, timeout: float = 5.0,
               extra: Iterable[ProcRef | int | psutil.Process] = ()) -> KillReport:
     """SIGKILL a process and all its descendants (plus ``extra``, e.g. a run's marked leftovers)."""
-    members = set(freeze_tree(root))
-    for other in _as_refs(extra):
-        members.update(freeze_tree(other))
-    return kill_all(members, timeout)
+    return kill_all(freeze_trees([root, *extra]), timeout)
 
 
 def kill_worker_only(worker: ProcRef | int | psutil.Process, timeout: float = 5.0) -> tuple[KillReport, list[ProcRef]]:

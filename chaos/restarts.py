@@ -64,9 +64,7 @@ def worker_kill(env: CaseEnv) -> list[int]:
 
 def tree_kill(env: CaseEnv, label: str = RestartKind.TREE_KILL.value) -> list[int]:
     procs = env.processes()
-    members: set[killer.ProcRef] = set()
-    for ref in _refs(procs, {"control", "worker", "tool", "other"}):
-        members.update(killer.freeze_tree(ref))
+    members = killer.freeze_trees(_refs(procs, {"control", "worker", "tool", "other"}))
     killed = _verify(killer.kill_all(members), "tree kill")
     env.fault(label, killed=killed)
     return killed
