@@ -95,8 +95,9 @@ class ScriptedProvider:
             self.ledger.close()
             raise EnvironmentFault(f"the scripted provider cannot listen on 127.0.0.1:{port}: {exc}") from exc
         self._server.provider = self
-        # close() waits for the loop to notice shutdown: at 0.1 s that was ~50 ms of every chaos case
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+        # close() waits for the loop to notice shutdown, half the poll on average: at 0.1 s that was ~50 ms of
+        # every chaos case. 200 wake-ups a second cost the kit well under 1 % of a core while a provider lives.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.005},
                                         name="scripted-provider", daemon=True)
         self._thread.start()
 

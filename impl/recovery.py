@@ -39,8 +39,11 @@ def load_facts(ctx: Ctx) -> None:
     stays paused: guessing that it was running could resume work the user stopped.
     """
     drain_outbox(ctx)
+    paused = "SELECT work_id, reason_code FROM work_items WHERE desired_state='paused'"
+    if all(item["reason_code"] in KNOWN_PAUSE_REASONS for item in rows(ctx.db, paused)):
+        return  # a read answered it: no write lock, so a start never queues behind another worker's work
     with tx(ctx.db):
-        for item in rows(ctx.db, "SELECT work_id, reason_code FROM work_items WHERE desired_state='paused'"):
+        for item in rows(ctx.db, paused):
             if item["reason_code"] not in KNOWN_PAUSE_REASONS:
                 set_status(ctx.db, item["work_id"], "paused", "paused_unknown_reason",
                            f"paused for a reason this runtime does not know ({item['reason_code']!r}); it stays "
