@@ -45,11 +45,11 @@ def spawn(data_dir: Path, call_id: str, spec: ToolSpec, arguments: str, cwd: str
     """Start the shim for one call; the caller records pid + create_time before going on."""
     folder = call_dir(data_dir, call_id)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spec.json").write_text(json.dumps({"argv": [*spec.argv, arguments], "cwd": cwd}))
     env = {**os.environ, CALL_ENV: call_id, "RECOVERYKIT_TOOL_CALL_ID": call_id}
     # Run as a file without site: the shim is standard library only, and this saves ~30 ms per tool call
-    # (no site-packages scan, no import of this package).
-    return subprocess.Popen([sys.executable, "-I", "-S", SHIM_FILE, str(folder)],
+    # (no site-packages scan, no import of this package). The call travels on its command line.
+    argv = [sys.executable, "-I", "-S", SHIM_FILE, str(folder), cwd or "", "--", *spec.argv, arguments]
+    return subprocess.Popen(argv,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env, start_new_session=True, close_fds=True)
 

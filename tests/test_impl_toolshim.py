@@ -13,8 +13,7 @@ from recoverykit.impl.tools import SHIM_FILE
 def shim(tmp_path: Path, argv: list[str], cwd: str | None = None) -> tuple[dict, str, str]:
     call = tmp_path / "call"
     call.mkdir()
-    (call / "spec.json").write_text(json.dumps({"argv": argv, "cwd": cwd}))
-    subprocess.run([sys.executable, "-I", "-S", SHIM_FILE, str(call)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-I", "-S", SHIM_FILE, str(call), cwd or "", "--", *argv], check=True, timeout=60)
     started = json.loads((call / "started.json").read_text())
     assert started["pid"] > 0
     return json.loads((call / "exit.json").read_text()), (call / "stdout").read_text(), (call / "stderr").read_text()

@@ -8,9 +8,11 @@ import time
 
 import pytest
 from env_helpers import short_dir, spawner  # noqa: F401  (fixtures)
+from hypothesis import given
+from hypothesis import strategies as st
 from recoverykit.chaos.broker import FailpointBroker
 from recoverykit.chaos.killer import ProcRef, kill, kill_worker_only
-from recoverykit.conformance.probe import HOLD_POINT, process_create_time
+from recoverykit.conformance.probe import HOLD_POINT, dumps, loads, process_create_time
 from recoverykit.conformance.probe_tools import probe_tool, standard_probe_tools
 from recoverykit.conformance.witness import read_witness
 from recoverykit.model.catalogue import EffectClass
@@ -202,3 +204,30 @@ def test_a_detached_probe_leads_its_own_session(tmp_path):
     finally:
         kill(proc.pid)
         proc.wait()
+
+
+# --- the probe's own JSON (it avoids importing json: ~10 ms of every tool call) -----------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=12)
+flat_records = st.dictionaries(st.text(), st.none() | st.booleans() | st.integers() | st.text()
+                               | st.floats(allow_nan=False, allow_infinity=False), max_size=8)
+
+
+@given(json_values, st.sampled_from(["", " ", "\n\t "]))
+def test_probe_loads_reads_what_json_writes(value, blank):
+    assert loads(blank + json.dumps(value) + blank) == value
+
+
+@given(flat_records)
+def test_probe_dumps_writes_what_json_writes(record):
+    assert dumps(record) == json.dumps(record, sort_keys=True)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1} x', '{"a": }', "NaN x", "[1,]"])
+def test_probe_loads_refuses_what_json_refuses(text):
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        loads(text)
