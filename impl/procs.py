@@ -22,7 +22,7 @@ import psutil
 
 from . import schema, tools
 from .config import Config
-from .spawn import Child
+from .spawn import Child, start_all
 from .worker import wake_all
 
 log = logging.getLogger("recoverykit.impl.procs")
@@ -47,10 +47,11 @@ class Runtime:
             env["RECOVERYKIT_RUN_MARKER"] = cfg.run_marker
         return env
 
-    def _spawn(self, module: str) -> Child:
-        proc = Child(module, self.env())
-        threading.Thread(target=self._reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()
-        return proc
+    def _spawn(self, *modules: str) -> list[Child]:
+        procs = start_all(list(modules), self.env())
+        for proc in procs:
+            threading.Thread(target=self._reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()
+        return procs
 
     def _reap(self, proc: Child) -> None:
         proc.reap()
@@ -63,11 +64,14 @@ class Runtime:
         with self.lock:
             control = None
             self._migrate()
-            if not _running(self.control):
+            with_control = not _running(self.control)
+            if with_control:
                 self.cfg.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.cfg.run_dir / "control.ready").unlink(missing_ok=True)
-                control = self.control = self._spawn("recoverykit.impl.control")
-            new = self._spawn_workers()
+            new = self._spawn_workers(with_control)
+            if with_control:
+                control, *new = new
+                self.control = control
             if control is not None:
                 self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), control, "control")
             self._await_workers(new)
@@ -86,11 +90,13 @@ class Runtime:
         with self.lock:
             self._await_workers(self._spawn_workers())
 
-    def _spawn_workers(self) -> list[Child]:
+    def _spawn_workers(self, with_control: bool = False) -> list[Child]:
+        """Start the missing workers (and control first, if asked), all in one request to the zygote."""
         self.workers = [w for w in self.workers if _running(w)]
         wanted = int(os.environ.get("RK_IMPL_WORKERS") or self.cfg.workers)  # operator override (tests: 1)
-        new = [self._spawn("recoverykit.impl.worker") for _ in range(wanted - len(self.workers))]
-        self.workers += new
+        modules = ["recoverykit.impl.control"] * with_control
+        new = self._spawn(*modules, *["recoverykit.impl.worker"] * (wanted - len(self.workers)))
+        self.workers += new[with_control:]
         return new
 
     def _await_workers(self, new: list[Child]) -> None:
@@ -126,7 +132,12 @@ class Runtime:
                 path.unlink(missing_ok=True)
 
     def shutdown(self) -> None:
-        self.stop(SHUTDOWN_GRACE_S)  # the session is over: a process held at a failpoint is not waited for
+        # The session is over: a process held at a failpoint is not waited for, and control need not outlive
+        # the workers (nothing will submit again), so all of them get SIGTERM at once.
+        with self.lock:
+            _terminate([*self.workers, *([self.control] if self.control else [])], SHUTDOWN_GRACE_S)
+            self.workers, self.control = [], None
+        self.stop(SHUTDOWN_GRACE_S)
         if self.cfg.path not in self.cfg.run_dir.parents:  # the short socket dir under /tmp is ours to remove
             shutil.rmtree(self.cfg.run_dir, ignore_errors=True)
         for proc in tools.tool_pids(self.cfg.path):

@@ -44,19 +44,34 @@ def warm() -> None:
         log.warning("no zygote (%s); runtime processes start as fresh interpreters", exc)
 
 
+def start_all(modules: list[str], env: dict[str, str]) -> list[Child]:
+    """Start one process per module, together (one round trip to the zygote for all of them)."""
+    forked: list[int | ZygoteGone | None] = [None] * len(modules)
+    if mode() == "fork" and modules:
+        try:
+            forked = _zygote.spawn_many([(m, env) for m in modules])  # type: ignore[union-attr, assignment]
+        except ZygoteGone as exc:
+            forked = [exc] * len(modules)
+    return [Child(m, env, f) for m, f in zip(modules, forked, strict=True)]
+
+
 class Child:
     """A runtime process, started either way. Only the reaper thread waits on it."""
 
-    def __init__(self, module: str, env: dict[str, str]) -> None:
+    def __init__(self, module: str, env: dict[str, str], forked: int | ZygoteGone | None = None) -> None:
         self.returncode: int | None = None
         self._done = threading.Event()
         self._popen: subprocess.Popen | None = None
-        if mode() == "fork":
+        if forked is None and mode() == "fork":
             try:
-                self.pid = _zygote.spawn(module, env)  # type: ignore[union-attr]
-                return
+                forked = _zygote.spawn(module, env)  # type: ignore[union-attr]
             except ZygoteGone as exc:
-                log.warning("zygote start of %s failed (%s); starting an interpreter instead", module, exc)
+                forked = exc
+        if isinstance(forked, int):
+            self.pid = forked
+            return
+        if forked is not None:
+            log.warning("zygote start of %s failed (%s); starting an interpreter instead", module, forked)
         self._popen = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.DEVNULL,
                                        stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
                                        close_fds=True)
