@@ -123,8 +123,8 @@ def wait_dead(refs: Iterable[ProcRef], timeout: float) -> tuple[list[ProcRef], l
         pending = still
         if not pending or time.monotonic() >= deadline:
             return dead, pending
-        time.sleep(delay)  # a SIGKILLed process is usually gone within a millisecond: start fine, back off
-        delay = min(delay * 2, 0.01)
+        time.sleep(delay)  # a SIGKILLed process is usually gone within milliseconds: poll finely, back off late
+        delay = min(delay * 1.5, 0.005)
 
 
 def _signal(ref: ProcRef, sig: int) -> bool:

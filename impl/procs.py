@@ -37,6 +37,7 @@ class Runtime:
         self.control: Child | None = None
         self.workers: list[Child] = []
         self.lock = threading.Lock()
+        self.migrated = False
 
     def env(self) -> dict[str, str]:
         cfg = self.cfg
@@ -63,7 +64,9 @@ class Runtime:
         # that re-checks the version); `start` answers once all of them are ready.
         with self.lock:
             control = None
-            self._migrate()
+            if not self.migrated:  # once per adapter: later starts find the schema current (and so would a read)
+                self._migrate()
+                self.migrated = True
             with_control = not _running(self.control)
             if with_control:
                 self.cfg.run_dir.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,8 @@ def load_facts(ctx: Ctx) -> None:
 def claim(ctx: Ctx, work_id: str) -> int | None:
     """Take ownership under a new generation, or return None (someone else owns it, or it must wait)."""
     db = ctx.db
+    if _owned_elsewhere(ctx, work_id):
+        return None
     with tx(db):
         item = one(db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
         if item is None or item["desired_state"] != "run" or item["status"] in HOLD_STATUSES:
@@ -90,6 +92,17 @@ def claim(ctx: Ctx, work_id: str) -> int | None:
         emit(db, work_id, "claimed", generation=gen, pid=ctx.me.pid, previous=lease["generation"] if lease else None)
         set_status(db, work_id, "running", "running", retry_at=None)
     return gen
+
+
+def _owned_elsewhere(ctx: Ctx, work_id: str) -> bool:
+    """A live process on this host holds the lease: a read says so without the write lock.
+
+    Every worker is woken by every submit and tries to claim the same item; the losers used to queue for
+    the write lock only to find the item taken, and the winner's next commit could meet their lock and
+    sleep in SQLite's busy handler. ``claim`` re-checks everything under the lock; this only skips it."""
+    lease = one(ctx.db, "SELECT host_id, pid, create_time, released FROM leases WHERE work_id=?", (work_id,))
+    return (lease is not None and not lease["released"] and lease["host_id"] == ctx.me.host_id
+            and process_alive(lease["pid"], lease["create_time"]))
 
 
 def active_turn(ctx: Ctx, work_id: str) -> dict | None:
