@@ -14,6 +14,12 @@ fresh run marker owned by this kit process. Hygiene is unchanged: a case reaps i
 adopted a spare or not; idle spares are closed by ``close_all`` (also at exit); if this process is
 SIGKILLed, an idle spare reads EOF on stdin and exits, and ``reap_stale`` kills whatever it started.
 
+A spare starts at a lower priority (``SPARE_NICE`` above this process): its imports are speculative
+work and must not take CPU from the case being run, whose timings and races are what is under test.
+Adopting it raises its whole process tree back to this process's priority; where the OS refuses
+that (no CAP_SYS_NICE), the case runs at the spare's priority, like every other case, and the kit
+alone keeps precedence.
+
 ``RECOVERYKIT_WARM_SPARES=0`` turns the pool off (every case starts its own adapter).
 """
 
@@ -29,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from recoverykit.chaos.reaper import new_marker, reap
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.client_process import peek_exit
@@ -37,6 +44,7 @@ ENV_SWITCH = "RECOVERYKIT_WARM_SPARES"
 MAX_IDLE = 4  # idle spares in all (one per case in flight is the steady state; the oldest goes first)
 # pytest rewrites this for every test item: a difference in it does not make a spare another adapter
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+SPARE_NICE = 10
 
 
 @dataclass
@@ -90,6 +98,7 @@ class SparePool:
                 self._idle.remove(entry)
                 spare = entry[1]
                 if spare.client.pid is not None and peek_exit(spare.client.pid) is None:
+                    _set_priority(spare.client.pid, os.getpriority(os.PRIO_PROCESS, 0), tree=True)
                     return spare
                 _discard(spare)  # it died while idle: the case starts its own, as if there were no pool
         return None
@@ -109,6 +118,7 @@ class SparePool:
             except Exception:  # the case that needs it will start (and fail) the same way and say why
                 shutil.rmtree(run_dir, ignore_errors=True)
                 return
+            _set_priority(client.pid, os.getpriority(os.PRIO_PROCESS, 0) + SPARE_NICE, tree=False)
             self._idle.append((key, Spare(run_dir, marker, client)))
 
     def close_all(self) -> int:
@@ -124,6 +134,21 @@ class SparePool:
         with self._lock:
             self._closed = True
         self.close_all()
+
+
+def _set_priority(pid: int | None, nice: int, *, tree: bool) -> None:
+    """Best effort: the process (and, with ``tree``, everything it started) gets this nice value."""
+    if pid is None:
+        return
+    try:
+        procs = [psutil.Process(pid)]
+        if tree:
+            procs += procs[0].children(recursive=True)
+    except psutil.Error:
+        return
+    for proc in procs:
+        with contextlib.suppress(OSError, psutil.Error):  # gone, or raising priority is not allowed here
+            os.setpriority(os.PRIO_PROCESS, proc.pid, min(nice, 19))
 
 
 def _discard(spare: Spare) -> None:
