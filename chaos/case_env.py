@@ -204,7 +204,7 @@ class CaseEnv:
         if self._spare_for_next is not None:
             argv, base_dir = self._spare_for_next
             self._spare_for_next = None
-            spares.POOL.launch(argv, base_dir, private_dir)
+            spares.POOL.top_up(argv, base_dir, private_dir)
 
     def quiesce(self, timeout_s: float) -> bool:
         reply = self.request("quiesce", timeout_s=timeout_s)

@@ -3,9 +3,9 @@
 Every case starts its own adapter, and its interpreter start and imports (~150-200 ms for the
 reference runtime, which also forks its zygote at launch) do not depend on the case: everything
 that does (data dir, provider, failpoint broker, probe tools) arrives with ``init``. So inside a
-``warm_spares()`` block (a run of many cases), once a case's runtime is up, one spare for the same
-adapter command is launched in its own private run dir (``CaseEnv.start_runtime``), and the next case
-adopts it instead of paying the start itself. Leaving the block closes the idle spares; outside
+``warm_spares()`` block (a run of many cases), once a case's runtime is up, spares for the same
+adapter command are launched, each in its own private run dir, until ``DEPTH`` of them are idle
+(``CaseEnv.start_runtime``); a later case adopts one instead of paying the start itself. Leaving the block closes the idle spares; outside
 any block nothing is pooled.
 
 A spare is exactly what a cold start would have produced a little earlier: the same argv, the same
@@ -41,7 +41,8 @@ from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.client_process import peek_exit
 
 ENV_SWITCH = "RECOVERYKIT_WARM_SPARES"
-MAX_IDLE = 4  # idle spares in all (one per case in flight is the steady state; the oldest goes first)
+DEPTH = 2  # idle spares kept per adapter command: each one gets two cases' time to start
+MAX_IDLE = 4  # idle spares in all (the oldest goes first)
 # pytest rewrites this for every test item: a difference in it does not make a spare another adapter
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 SPARE_NICE = 10
@@ -102,6 +103,14 @@ class SparePool:
                     return spare
                 _discard(spare)  # it died while idle: the case starts its own, as if there were no pool
         return None
+
+    def top_up(self, argv: list[str], base_dir: str | os.PathLike | None, make_dir, depth: int = DEPTH) -> None:
+        """Launch spares for this command until ``depth`` of them are idle."""
+        key = _key(argv, base_dir)
+        with self._lock:
+            missing = depth - sum(1 for k, _ in self._idle if k == key)
+        for _ in range(missing):
+            self.launch(argv, base_dir, make_dir)
 
     def launch(self, argv: list[str], base_dir: str | os.PathLike | None, make_dir) -> None:
         """Start one spare for the next case (a cheap fork/exec here; its imports run in the child)."""
