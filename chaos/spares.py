@@ -5,8 +5,8 @@ reference runtime, which also forks its zygote at launch) do not depend on the c
 that does (data dir, provider, failpoint broker, probe tools) arrives with ``init``. So inside a
 ``warm_spares()`` block (a run of many cases), once a case's runtime is up, spares for the same
 adapter command are launched, each in its own private run dir, until ``DEPTH`` of them are idle
-(``CaseEnv.start_runtime``); a later case adopts one instead of paying the start itself. Leaving the block closes the idle spares; outside
-any block nothing is pooled.
+(``CaseEnv.start_runtime``); a later case adopts one instead of paying the start itself. Leaving the
+block closes the idle spares; outside any block nothing is pooled.
 
 A spare is exactly what a cold start would have produced a little earlier: the same argv, the same
 environment (a spare is adopted only while ``os.environ`` is unchanged), a fresh private run dir and a
