@@ -16,8 +16,9 @@ from typing import Any
 from recoverykit.chaos import coverage
 from recoverykit.chaos.systematic import RESULTS_KIND, clause_summary, verdict_of
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, render
+from recoverykit.reports import failure_acceptance, render, results_db
 from recoverykit.reports.junit import junit_xml
+from recoverykit.reports.results_db import RESULTS_DB
 
 RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json", "report.md", "report.html"
 JUNIT_XML = "junit.xml"
@@ -71,7 +72,8 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
-    """results.json, report.json, report.md, report.html and junit.xml in ``out_dir``; returns their paths."""
+    """results.json, report.json, report.md, report.html, junit.xml and results.db in ``out_dir``; returns
+    their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = failure_acceptance.build(results)
@@ -82,6 +84,7 @@ def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")
         paths[name] = out / name
+    paths[RESULTS_DB] = results_db.write(results, out / RESULTS_DB)
     return paths
 
 

@@ -116,3 +116,19 @@ def test_junit_never_shows_unknown_as_a_pass(tmp_path):
     failure = suite.find("testcase/failure")
     assert REPLAY in failure.text and "broke FA-15" in failure.get("message")
     assert "junit.xml" in paths
+
+
+def test_results_db_answers_what_results_json_holds(tmp_path):
+    import sqlite_utils
+
+    results = doc([case("tree_kill", "failed", "invalid"), case("worker_kill", "passed")])
+    paths = write_all(results, tmp_path)
+    db = sqlite_utils.Database(paths["results.db"])
+    assert db["cases"].count == len(results["cases"])
+    failed = list(db.query("SELECT id, kind FROM cases WHERE status = 'failed'"))
+    assert [row["kind"] for row in failed] == ["tree_kill"]
+    broke = list(db.query("SELECT case_id FROM clauses WHERE verdict = 'invalid'"))
+    assert {row["case_id"] for row in broke} == {failed[0]["id"]}
+    write_all(doc([case("normal_exit", "passed")]), tmp_path)  # rewritten with results.json, never appended
+    assert [row["kind"] for row in sqlite_utils.Database(paths["results.db"]).query("SELECT kind FROM cases")] == [
+        "normal_exit"]
