@@ -60,3 +60,36 @@ def test_a_dead_zygote_falls_back_to_interpreters_and_loses_nothing(harness_fact
     h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
     assert h.quiesce().quiescent
     assert h.observe().work_items[0].status == "finished"
+
+
+def _standbys(zygote: int, known: set[int], timeout_s: float = 20.0) -> set[int]:
+    """The zygote's children that are not runtime processes, once there are STANDBYS of them."""
+    import time
+
+    from recoverykit.impl.zygote import STANDBYS
+    deadline = time.monotonic() + timeout_s
+    while True:
+        idle = {c.pid for c in psutil.Process(zygote).children() if c.pid not in known}
+        if len(idle) >= STANDBYS or time.monotonic() > deadline:
+            return idle
+        time.sleep(0.02)
+
+
+def test_a_start_is_served_by_standbys_forked_ahead_and_they_leave_with_the_zygote(harness_factory):
+    h = harness_factory(tool_then_text(), workers=2)
+    h.start()
+    (zygote,) = _parents(h)["worker"]
+    running = {p.pid for p in h.call("processes").processes}
+    ready = _standbys(zygote, running)
+    assert len(ready) == 3, ready  # refilled while nothing was asked of the zygote
+    for pid in running:
+        h.kill(pid)
+    h.start()
+    restarted = {p.pid for p in h.call("processes").processes}
+    assert restarted == ready  # control and both workers: the standbys, no fork on the start's path
+    h.call("submit", session_id="s1", text="go [[rk-script:t1]]", client_msg_id="m1")
+    assert h.quiesce().quiescent and h.observe().work_items[0].status == "finished"
+    spare = _standbys(zygote, restarted)
+    h.kill(zygote)
+    _, alive = psutil.wait_procs([psutil.Process(pid) for pid in spare], timeout=10)
+    assert not alive, f"standbys {[p.pid for p in alive]} outlived their zygote"
