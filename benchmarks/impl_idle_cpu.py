@@ -57,7 +57,7 @@ def main() -> None:
         before, t0 = cpu(pids), time.monotonic()
         time.sleep(args.seconds)
         used, elapsed = cpu(pids) - before, time.monotonic() - t0
-    print(f"idle runtime: {len(pids)} processes (adapter, zygote, control, {args.workers} workers)")
+    print(f"idle runtime: {len(pids)} processes (adapter, zygote and its standbys, control, {args.workers} workers)")
     print(f"window: {elapsed:.1f} s")
     print(f"cpu used: {used * 1000:.1f} ms ({used / elapsed * 100:.3f} % of one core)")
 
