@@ -35,6 +35,7 @@ from recoverykit.chaos.reaper import leftovers, marked_env, new_marker, reap, re
 from recoverykit.errors import EnvironmentFault
 
 POLL_S = 0.25
+SETTLE_S = 1.0  # after the last pass, how long to keep looking for a process that turned up late
 WORKER_EXIT_S = 10.0  # after the controller's own end, how long its workers get to exit before being killed
 # pytest exits: 0 all passed, 1 some failed; anything else means the run itself did not complete
 PYTEST_RAN = (0, 1)
@@ -89,6 +90,14 @@ def _stop(proc: subprocess.Popen, marker: str) -> None:
     proc.wait()
     reap(marker)
     reap_stale()
+    # A process can still turn up after the last pass: a fork or an exec in flight when its parent was killed
+    # shows its marker a moment later (a spare adapter mid-exec, a standby mid-fork). Look again until two
+    # looks in a row find nothing, for at most SETTLE_S.
+    deadline, quiet = time.monotonic() + SETTLE_S, 0
+    while quiet < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+        found = reap(marker).targets + reap_stale().targets
+        quiet = 0 if found else quiet + 1
 
 
 def run_cases(cases: Sequence[Case], adapter: str | list[str] | None, *, workers: int,

@@ -184,18 +184,21 @@ def _standby(standbys: dict[int, int]) -> None:  # pragma: no cover - runs in th
         os.close(orders_w)
         return
     if pid == 0:
-        _become_child()
-        os.closerange(3, orders_r)  # the zygote's socket, its wake pipe, the other standbys' pipes
-        os.closerange(orders_r + 1, 65536)
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = os.read(orders_r, 1 << 16)
-            if not chunk:
-                os._exit(0)  # the zygote is gone: there will be no orders
-            line += chunk
-        os.close(orders_r)
-        request = json.loads(line)
-        run_child(request["module"], request["env"])
+        try:  # whatever happens, this fork never returns into the zygote's loop
+            _become_child()
+            os.closerange(3, orders_r)  # the zygote's socket, its wake pipe, the other standbys' pipes
+            os.closerange(orders_r + 1, 65536)
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = os.read(orders_r, 1 << 16)
+                if not chunk:
+                    os._exit(0)  # the zygote is gone: there will be no orders
+                line += chunk
+            os.close(orders_r)
+            request = json.loads(line)
+            run_child(request["module"], request["env"])  # never returns
+        finally:
+            os._exit(70)
     os.close(orders_r)
     standbys[pid] = orders_w
 
@@ -205,7 +208,9 @@ def _fork(sock: socket.socket, line: bytes, standbys: dict[int, int]) -> None:  
         pid = next(iter(standbys))
         orders_w = standbys.pop(pid)
         try:
-            os.write(orders_w, line + b"\n")  # a request is far below the pipe's buffer: this never blocks
+            orders = line + b"\n"
+            while orders:  # the standby is blocked reading it: even orders larger than the pipe go through
+                orders = orders[os.write(orders_w, orders):]
         except OSError:  # that standby died unreported: try the next one
             continue
         finally:
@@ -219,9 +224,12 @@ def _fork(sock: socket.socket, line: bytes, standbys: dict[int, int]) -> None:  
         sock.sendall(json.dumps({"error": f"fork failed: {exc}"}).encode() + b"\n")
         return
     if pid == 0:
-        _become_child()
-        os.closerange(3, 65536)  # the zygote's socket, its wake pipe, the standbys' pipes
-        run_child(request["module"], request["env"])
+        try:  # whatever happens, this fork never returns into the zygote's loop
+            _become_child()
+            os.closerange(3, 65536)  # the zygote's socket, its wake pipe, the standbys' pipes
+            run_child(request["module"], request["env"])  # never returns
+        finally:
+            os._exit(70)
     sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
 
 
