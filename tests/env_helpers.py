@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -61,3 +62,15 @@ def short_dir():
     """A private directory with a short path, for Unix sockets (sun_path is about 100 bytes)."""
     with tempfile.TemporaryDirectory(prefix="rk-") as d:
         yield Path(d)
+
+
+def marked_by(owner_pid: int) -> list[psutil.Process]:
+    """Live processes carrying a run marker owned by ``owner_pid`` (psutil's own parse of each environment,
+    independent of the kit's raw /proc scan that the tests check)."""
+    prefix = f"recoverykit-{owner_pid}-"
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(ENV_RUN_MARKER, "").startswith(prefix) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found

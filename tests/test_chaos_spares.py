@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
 import psutil
+from env_helpers import marked_by
 from recoverykit.chaos import spares
 from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import parse_case_id
-from recoverykit.chaos.reaper import ENV_RUN_MARKER
 from recoverykit.chaos.runner import run_case
 
 FAST_CASE = parse_case_id("chat_unknown_write/completion.commit.before_projection/1/frontend_reload")
@@ -18,13 +17,7 @@ FAST_CASE = parse_case_id("chat_unknown_write/completion.commit.before_projectio
 
 def mine() -> list[psutil.Process]:
     """Live processes carrying a run marker owned by this test process."""
-    prefix = f"recoverykit-{os.getpid()}-"
-    found = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if proc.environ().get(ENV_RUN_MARKER, "").startswith(prefix) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
+    return marked_by(os.getpid())
 
 
 def test_outside_a_block_nothing_is_pooled(tmp_path):

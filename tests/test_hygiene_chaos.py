@@ -18,22 +18,13 @@ import time
 
 import psutil
 import pytest
+from env_helpers import marked_by
 from recoverykit.chaos.reaper import ENV_RUN_MARKER, reap_stale
 
 FAST_CASE = "chat_unknown_write/completion.commit.before_projection/1/frontend_reload"
 SLOW_CASE = "chat_unknown_write/tool.running/1/worker_kill"
 # with --workers 2: enough cases (48) that the run is far from done when the test kills it
 XDIST_SELECT = ("--workers", "2", "--scenarios", "chat_unknown_write", "--kinds", "worker_kill,tree_kill")
-
-
-def marked_by(owner_pid: int) -> list[psutil.Process]:
-    prefix = f"recoverykit-{owner_pid}-"
-    found = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if proc.environ().get(ENV_RUN_MARKER, "").startswith(prefix) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
 
 
 def chaos(*args: str, tmp_path, name: str) -> subprocess.Popen:
