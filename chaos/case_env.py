@@ -199,8 +199,8 @@ class CaseEnv:
             self._launch_spare()
 
     def _launch_spare(self) -> None:
-        """Start the next case's adapter once this runtime is up: its imports then overlap this case's
-        waits instead of competing with this runtime's own start."""
+        """Top up the spares for later cases once this runtime is up: their imports then overlap this
+        case's waits instead of competing with this runtime's own start."""
         if self._spare_for_next is not None:
             argv, base_dir = self._spare_for_next
             self._spare_for_next = None

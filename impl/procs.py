@@ -63,7 +63,6 @@ class Runtime:
         # Control and workers start together (migrations are safe to race: each one is a BEGIN IMMEDIATE
         # that re-checks the version); `start` answers once all of them are ready.
         with self.lock:
-            control = None
             if not self.migrated:  # once per adapter: later starts find the schema current (and so would a read)
                 self._migrate()
                 self.migrated = True
@@ -73,10 +72,8 @@ class Runtime:
                 (self.cfg.run_dir / "control.ready").unlink(missing_ok=True)
             new = self._spawn_workers(with_control)
             if with_control:
-                control, *new = new
-                self.control = control
-            if control is not None:
-                self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), control, "control")
+                self.control, *new = new
+                self._await(lambda: (self.cfg.run_dir / "control.ready").exists(), self.control, "control")
             self._await_workers(new)
 
     def _migrate(self) -> None:
@@ -97,9 +94,9 @@ class Runtime:
         """Start the missing workers (and control first, if asked), all in one request to the zygote."""
         self.workers = [w for w in self.workers if _running(w)]
         wanted = int(os.environ.get("RK_IMPL_WORKERS") or self.cfg.workers)  # operator override (tests: 1)
-        modules = ["recoverykit.impl.control"] * with_control
-        new = self._spawn(*modules, *["recoverykit.impl.worker"] * (wanted - len(self.workers)))
-        self.workers += new[with_control:]
+        first = ["recoverykit.impl.control"] if with_control else []
+        new = self._spawn(*first, *["recoverykit.impl.worker"] * (wanted - len(self.workers)))
+        self.workers += new[len(first):]
         return new
 
     def _await_workers(self, new: list[Child]) -> None:
@@ -124,23 +121,23 @@ class Runtime:
             _terminate(self.workers)
             self.workers = []
 
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S, together: bool = False) -> None:
+        """Workers first, then control (it keeps admitting until they are gone); ``together``: all at once."""
         with self.lock:
-            _terminate(self.workers, grace_s)
-            self.workers = []
-            if self.control is not None:
-                _terminate([self.control], grace_s)
-                self.control = None
+            control = [self.control] if self.control is not None else []
+            if together:
+                _terminate([*self.workers, *control], grace_s)
+            else:
+                _terminate(self.workers, grace_s)
+                _terminate(control, grace_s)
+            self.workers, self.control = [], None
             for path in self.cfg.run_dir.glob("wake-*.sock"):
                 path.unlink(missing_ok=True)
 
     def shutdown(self) -> None:
-        # The session is over: a process held at a failpoint is not waited for, and control need not outlive
-        # the workers (nothing will submit again), so all of them get SIGTERM at once.
-        with self.lock:
-            _terminate([*self.workers, *([self.control] if self.control else [])], SHUTDOWN_GRACE_S)
-            self.workers, self.control = [], None
-        self.stop(SHUTDOWN_GRACE_S)
+        # The session is over: a process held at a failpoint is not waited for, and nothing will submit
+        # again, so control need not outlive the workers.
+        self.stop(SHUTDOWN_GRACE_S, together=True)
         if self.cfg.path not in self.cfg.run_dir.parents:  # the short socket dir under /tmp is ours to remove
             shutil.rmtree(self.cfg.run_dir, ignore_errors=True)
         for proc in tools.tool_pids(self.cfg.path):

@@ -58,15 +58,11 @@ def start_all(modules: list[str], env: dict[str, str]) -> list[Child]:
 class Child:
     """A runtime process, started either way. Only the reaper thread waits on it."""
 
-    def __init__(self, module: str, env: dict[str, str], forked: int | ZygoteGone | None = None) -> None:
+    def __init__(self, module: str, env: dict[str, str], forked: int | ZygoteGone | None) -> None:
+        """``forked``: the pid the zygote forked, why it could not, or None (no zygote: an interpreter)."""
         self.returncode: int | None = None
         self._done = threading.Event()
         self._popen: subprocess.Popen | None = None
-        if forked is None and mode() == "fork":
-            try:
-                forked = _zygote.spawn(module, env)  # type: ignore[union-attr]
-            except ZygoteGone as exc:
-                forked = exc
         if isinstance(forked, int):
             self.pid = forked
             return

@@ -69,12 +69,6 @@ class Zygote:
         self.gone = False
         threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
 
-    def spawn(self, module: str, env: dict[str, str]) -> int:
-        (pid,) = self.spawn_many([(module, env)])
-        if isinstance(pid, ZygoteGone):
-            raise pid
-        return pid
-
     def spawn_many(self, requests: list[tuple[str, dict[str, str]]]) -> list[int | ZygoteGone]:
         """Fork one process per (module, env), all requests sent before any answer is awaited: every
         round trip to the zygote waits for two processes to be woken, and a start needs three forks.
