@@ -4,6 +4,7 @@ well formed, every interruption point and restart kind is exercised, and docs/co
 from __future__ import annotations
 
 import json
+import os
 import re
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -30,7 +31,10 @@ from recoverykit.model.contract import (
 from recoverykit.model.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parent.parent
-SEEDS_DIR = ROOT.parent / "shared" / "seeds"
+# The requirement documents are not part of the checkout: CI keeps them beside it (../shared/seeds) and
+# sets RECOVERYKIT_REQUIRE_SEEDS=1 so their absence fails there; on a fresh clone the citation tests skip.
+SEEDS_DIR = Path(os.environ.get("RECOVERYKIT_SEEDS_DIR") or ROOT.parent / "shared" / "seeds")
+REQUIRE_SEEDS = os.environ.get("RECOVERYKIT_REQUIRE_SEEDS") == "1"
 
 
 def _norm(text: str) -> str:
@@ -40,8 +44,11 @@ def _norm(text: str) -> str:
 @pytest.fixture(scope="module")
 def seeds() -> dict[str, str]:
     if not SEEDS_DIR.is_dir():
-        pytest.fail(f"the seed documents are expected in {SEEDS_DIR} (shared/ beside the checkout, as in CI); "
-                    "without them the catalogue's citations cannot be checked")
+        reason = (f"seed documents not found in {SEEDS_DIR} (set RECOVERYKIT_SEEDS_DIR); "
+                  "the catalogue's citations are not checked")
+        if REQUIRE_SEEDS:
+            pytest.fail(reason)
+        pytest.skip(reason)
     missing = [name for name in SEEDS if not (SEEDS_DIR / name).is_file()]
     assert not missing, f"seed files named by the catalogue are missing from {SEEDS_DIR}: {missing}"
     return {name: (SEEDS_DIR / name).read_text(encoding="utf-8") for name in SEEDS}
