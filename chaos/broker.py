@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recoverykit.errors import EnvironmentFault
+from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError
 
 SOCKET_NAME = "failpoints.sock"

@@ -32,7 +32,7 @@ from recoverykit.chaos import xdist_plugin as plugin
 from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import Case
 from recoverykit.chaos.reaper import leftovers, marked_env, new_marker, reap, reap_stale
-from recoverykit.errors import EnvironmentFault
+from recoverykit.conformance.errors import EnvironmentFault
 
 POLL_S = 0.25
 SETTLE_S = 1.0  # after the last pass, how long to keep looking for a process that turned up late

@@ -26,6 +26,10 @@ def _clip(value: Any) -> str:
     return text
 
 
+class EnvironmentFault(RecoveryKitError, RuntimeError):
+    """The kit's own environment (provider, broker, run directory) failed: the verdict is unknown."""
+
+
 class ProtocolError(RecoveryKitError):
     """The adapter broke the protocol; ``verdict`` is INVALID for a definite break, UNKNOWN for silence."""
 

@@ -28,10 +28,10 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.conformance.provider_handler import Handler
 from recoverykit.conformance.provider_ledger import Ledger, read_ledger
 from recoverykit.conformance.provider_script import ProviderScript, Script, Step
-from recoverykit.errors import EnvironmentFault
 from recoverykit.model.errors import RecoveryKitError
 
 

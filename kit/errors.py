@@ -5,6 +5,7 @@ protocol (``ProtocolError``) and from a kit environment that could not be set up
 (``EnvironmentFault``). Every class here carries a message meant to be read by a person.
 """
 
+from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.model.errors import (
     InvalidArgument,
     MalformedRecord,
@@ -17,10 +18,6 @@ from recoverykit.model.errors import (
 
 class UsageError(InvalidArgument):
     """The command line was used wrongly; the CLI exits 64 (EX_USAGE)."""
-
-
-class EnvironmentFault(RecoveryKitError, RuntimeError):
-    """The kit's own environment (provider, broker, run directory) failed: the verdict is unknown."""
 
 
 __all__ = [
