@@ -1,24 +1,36 @@
 """``ping``: the smallest end-to-end check of an adapter (handshake, observe, shutdown).
 
-It starts no provider and no runtime: the addresses it hands over in ``init`` lead nowhere, which is
-fine because an adapter must not use them before ``start``. The verdict follows the kit's rule:
-a protocol break is invalid, silence or a refused observe is unknown, never a pass.
+By default it starts no provider and no runtime: the addresses it hands over in ``init`` lead
+nowhere, which is fine because an adapter must not use them before ``start``. With ``start=True``
+it also starts the kit's scripted provider (with no scripts) and the runtime, lists the runtime's
+processes, observes once and shuts down, so a runtime that crashes at start is told in one
+paragraph pointing at its stderr log instead of as "not judged" lines in certify. Every process
+carrying the run marker is reaped on return. The verdict follows the kit's rule: a protocol break is
+invalid, silence, a refused start or observe, or a runtime process dead right after start is
+unknown, never a pass.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 from recoverykit.conformance import client_process
 from recoverykit.conformance.client import AdapterClient
+from recoverykit.conformance.environment import IDENTITY_TOLERANCE_S, new_marker, reap
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
+from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES
+from recoverykit.conformance.provider import ScriptedProvider
 from recoverykit.model.catalogue import Verdict
 
 UNUSED_PROVIDER = "http://127.0.0.1:9/v1"  # the discard port: ping starts no provider
+START_SETTLE_S = 0.5
+PING_SCRIPT = {"scripts": [{"id": "ping", "steps": [{"text": "pong"}]}]}  # nothing submits: never asked
 
 
 @dataclass
@@ -33,7 +45,7 @@ class PingResult:
 
 
 def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None,
-         max_line_bytes: int | None = None) -> PingResult:
+         max_line_bytes: int | None = None, start: bool = False) -> PingResult:
     """Handshake, observe and shut an adapter down; every process it started is gone on return.
 
     Without ``out`` the run directory is temporary and removed after a valid ping; after any other
@@ -42,13 +54,15 @@ def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None
     client_process.split_command(command)  # a bad command is a usage error before anything is created
     run_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="rk-ping-"))
     run_dir.mkdir(parents=True, exist_ok=True)
+    marker = new_marker()
     client = AdapterClient(command, run_dir, timeout_s=timeout_s, slow_timeout_s=max(timeout_s, 10.0),
-                           max_line_bytes=max_line_bytes or MAX_LINE_BYTES)
+                           max_line_bytes=max_line_bytes or MAX_LINE_BYTES, run_marker=marker)
     result = PingResult(Verdict.UNKNOWN)
+    provider = ScriptedProvider(PING_SCRIPT, run_dir / "provider-ledger.jsonl") if start else None
     try:
         with client:
             try:
-                _exchange(client, run_dir, result)
+                _exchange(client, run_dir, result, provider)
             except ProtocolError as exc:
                 result.verdict, result.error = exc.verdict, str(exc)
             except OperationFailed as exc:
@@ -59,6 +73,10 @@ def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None
         if not out:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
+    finally:
+        reap(marker)
+        if provider is not None:
+            provider.close()
     if not out and result.verdict is Verdict.VALID:
         shutil.rmtree(run_dir, ignore_errors=True)
     if out or result.verdict is not Verdict.VALID:
@@ -66,16 +84,69 @@ def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None
     return result
 
 
-def _exchange(client: AdapterClient, run_dir: Path, result: PingResult) -> None:
-    init_ok = client.handshake(data_dir=run_dir / "data", provider_base_url=UNUSED_PROVIDER,
-                               failpoint_socket=run_dir / "failpoints.sock")
+def _exchange(client: AdapterClient, run_dir: Path, result: PingResult, provider: ScriptedProvider | None) -> None:
+    init_ok = client.handshake(
+        data_dir=run_dir / "data", provider_base_url=provider.base_url if provider else UNUSED_PROVIDER,
+        failpoint_socket=run_dir / "failpoints.sock",
+        **({"probe_tools": standard_probe_tools(run_dir / "witness.jsonl")} if provider else {}))
     result.lines.append(f"adapter: {init_ok.name} {init_ok.version} (protocol {init_ok.protocol_version})")
     result.lines.append(f"profiles: {', '.join(init_ok.profiles) or '(none)'}")
     result.lines.append(f"restart kinds: {', '.join(init_ok.restart_kinds) or '(none)'}")
     result.lines.append(f"failpoints: {len(init_ok.failpoints)}; observes: {', '.join(init_ok.observes) or '(none)'}")
+    if provider is not None and not _start(client, run_dir, result):
+        return
     snapshot = client.observe()
     counts = {name: len(value) for name, value in snapshot if value is not None}
     result.lines.append("snapshot: " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "(no sections)"))
     client.call("shutdown")
     result.verdict = Verdict.VALID
     result.lines.append("valid: the adapter speaks recoverykit adapter protocol " + init_ok.protocol_version)
+
+
+def _start(client: AdapterClient, run_dir: Path, result: PingResult) -> bool:
+    """Start the runtime and see its processes alive; False (with the one-paragraph error) if not."""
+    log = run_dir / "adapter.stderr.log"
+    try:
+        client.call("start", failpoints="", clock_offset_s=0.0, host_id="host-a")
+    except OperationFailed as exc:
+        result.verdict = Verdict.UNKNOWN
+        result.error = (f"The runtime did not start: {exc} The handshake was well-formed, but nothing could be "
+                        f"checked, so the verdict is unknown.{_last_line(log)} Read the adapter's stderr in {log} "
+                        f"and the runtime's own files in {run_dir / 'data'}.")
+        return False
+    time.sleep(START_SETTLE_S)  # a runtime that dies at start usually dies within its first moments
+    listed = client.call("processes").processes
+    dead = [f"{p.role} {p.pid}" for p in listed if not _alive(p.pid, p.create_time)]
+    result.lines.append(f"started: {len(listed)} runtime process(es) listed"
+                        + (f", {len(dead)} already dead" if dead else ", all alive"))
+    if dead:
+        result.verdict = Verdict.UNKNOWN
+        result.error = (f"The runtime crashed at start: `start` was answered, but {', '.join(dead)} listed by "
+                        f"`processes` {START_SETTLE_S:g} s later is not alive. Nothing could be checked, so the "
+                        f"verdict is unknown.{_last_line(log)} Read the adapter's stderr in {log} and the "
+                        f"runtime's own files in {run_dir / 'data'}.")
+        return False
+    return True
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return (abs(proc.create_time() - create_time) < IDENTITY_TOLERANCE_S
+                and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _last_line(log: Path) -> str:
+    """' Its stderr ends: "..."' (clipped, control characters shown escaped), or '' when it wrote nothing."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    if not lines:
+        return ""
+    shown = lines[-1][-300:].encode("unicode_escape").decode("ascii")
+    return f' Its stderr ends: "{shown}".'

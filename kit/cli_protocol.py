@@ -35,18 +35,22 @@ def docs() -> None:
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
               help="Run directory for the adapter's stderr log and message record (default: a temporary one).")
 @click.option("--max-line-bytes", type=click.IntRange(min=64), default=None, help="Per-line limit (default 1 MiB).")
-def ping(adapter: str, timeout_s: float, out: str | None, max_line_bytes: int | None) -> None:
+@click.option("--start", "start", is_flag=True,
+              help="Also start the runtime (with the kit's scripted provider), list its processes, observe once "
+                   "and stop it: a runtime that crashes at start is told here, pointing at its stderr log.")
+def ping(adapter: str, timeout_s: float, out: str | None, max_line_bytes: int | None, start: bool) -> None:
     """Handshake, observe, shut down: the first check of a new adapter.
 
     Exits 0 when the adapter speaks the protocol, 1 on a protocol break, 2 when the outcome is unknown
-    (silence past the timeout, or observe refused), 64 when the command cannot be started.
+    (silence past the timeout, observe refused, or with --start a runtime that did not start or died at
+    once), 64 when the command cannot be started.
     """
     from recoverykit.conformance.errors import AdapterCommandError
     from recoverykit.conformance.ping import ping as run_ping
     from recoverykit.errors import UsageError
 
     try:
-        result = run_ping(adapter, timeout_s=timeout_s, out=out, max_line_bytes=max_line_bytes)
+        result = run_ping(adapter, timeout_s=timeout_s, out=out, max_line_bytes=max_line_bytes, start=start)
     except AdapterCommandError as exc:
         raise UsageError(str(exc)) from None
     for line in result.lines:
