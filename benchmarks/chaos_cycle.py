@@ -119,8 +119,9 @@ def systematic_first_detection(bug: str, base: Path) -> dict:
     adapter = [sys.executable, str(MINI), "--bug", bug]
     declared = systematic.declare(adapter, base)
     t0, ran = time.monotonic(), 0
+    trace = systematic.load_trace(None, adapter, declared, base_dir=base)  # part of the time to detection
     with spares.warm_spares():  # as a systematic run executes its cases
-        for case in enumerate_cases():
+        for case in enumerate_cases(trace):
             if not_implemented_reason(case, declared["failpoints"], declared["restart_kinds"], declared["profiles"]):
                 continue
             ran += 1

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from recoverykit.chaos import killer, restarts, runner, spares
 from recoverykit.chaos.case_env import CaseEnv
-from recoverykit.chaos.cases import SCENARIOS_BY_NAME, parse_case_id
+from recoverykit.chaos.cases import parse_case_id
+from recoverykit.conformance.scenarios import scenario_named
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.checker import Evidence, check
 from recoverykit.conformance.provider_script import script_tag
@@ -29,9 +30,9 @@ WHOSE = {"environment + init": "kit", "start": "runtime", "run to the point": "r
 
 
 def one(case, base: Path) -> dict[str, float]:
-    scenario = SCENARIOS_BY_NAME[case.scenario]
+    scenario = scenario_named(case.scenario)
     marks = [time.monotonic()]
-    env = CaseEnv(None, scenario.provider_script(case.point, case.hit), base_dir=base)
+    env = CaseEnv(None, scenario.provider_script(case.point, case.hit, chaos=True), base_dir=base)
     init_ok = env.start()
     marks.append(time.monotonic())
     env.start_runtime(failpoints=runner.arm(case))

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from recoverykit.chaos.cases import ADAPTER_KINDS, enumerate_cases
+from recoverykit.chaos.cases import ADAPTER_KINDS
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RECOVERY_POINTS, Reach, RestartKind
 
 EXERCISED, NOT_IMPLEMENTED, NOT_REACHABLE, UNKNOWN, NOT_SELECTED = (
@@ -50,14 +50,21 @@ def declared_points(failpoints: Iterable[str]) -> list[str]:
 
 
 def classify(results: Iterable[dict[str, Any]], failpoints: Iterable[str], restart_kinds: Iterable[str],
-             selected_points: Iterable[str] | None = None, selected_kinds: Iterable[str] | None = None
+             selected_points: Iterable[str] | None = None, selected_kinds: Iterable[str] | None = None,
+             reachable: set[tuple[str, str]] | None = None, never_reached: Iterable[str] = ()
              ) -> dict[str, Any]:
-    """The coverage section of a results document."""
+    """The coverage section of a results document.
+
+    ``reachable``: the (point, kind) cells the dry-run trace gives cases (None: every declared cell,
+    as for random waves, which follow no trace). ``never_reached``: declared points no scenario's dry
+    run reached; they are listed, and they keep a run from being valid.
+    """
     fps, kinds_declared = list(failpoints), list(restart_kinds)
     dpoints, dkinds = set(declared_points(fps)), set(declared_kinds(kinds_declared, fps))
     sel_points = set(selected_points) if selected_points is not None else None
     sel_kinds = set(selected_kinds) if selected_kinds is not None else None
-    reachable = {(c.point, c.kind) for c in enumerate_cases()}
+    if reachable is None:
+        reachable = {(p, k) for p in dpoints for k in dkinds}
     by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in results:
         by_cell[(r["point"], r["kind"])].append(r)
@@ -69,7 +76,9 @@ def classify(results: Iterable[dict[str, Any]], failpoints: Iterable[str], resta
             cells.append({"point": p.name, "kind": kind.value, "status": status, "why": why, "cases": len(cases),
                           "failed": sum(c["status"] == "failed" for c in cases),
                           "case_ids": [c["id"] for c in cases if c["status"] in _NOTABLE][:5]})
-    return summarize(cells, sorted(dpoints), sorted(dkinds))
+    out = summarize(cells, sorted(dpoints), sorted(dkinds))
+    out["declared_never_reached"] = sorted(set(never_reached))
+    return out
 
 
 def _cell_status(point, kind, cases, dpoints, dkinds, reachable, sel_points, sel_kinds) -> tuple[str, str]:
@@ -83,7 +92,7 @@ def _cell_status(point, kind, cases, dpoints, dkinds, reachable, sel_points, sel
     if kind not in dkinds:
         return NOT_IMPLEMENTED, "restart kind not declared by the adapter"
     if (point, kind) not in reachable:
-        return NOT_REACHABLE, "no scenario passes through this point with this restart kind"
+        return NOT_REACHABLE, "no scenario's dry run passes through this point with this restart kind"
     if (sel_points is not None and point not in sel_points) or (sel_kinds is not None and kind not in sel_kinds):
         return NOT_SELECTED, "outside this run's selection"
     if not cases:
@@ -135,5 +144,8 @@ def merge_cells(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
                            "case_ids": (now["case_ids"] + cell["case_ids"])[:5]}
     dpoints = sorted({p for part in parts for p in part["declared_points"]})
     dkinds = sorted({k for part in parts for k in part["declared_kinds"]})
+    never = sorted({p for part in parts for p in part.get("declared_never_reached", [])})
     order = {(p.name, k.value): i for i, (p, k) in enumerate((p, k) for p in INTERRUPTION_POINTS for k in RestartKind)}
-    return summarize(sorted(merged.values(), key=lambda c: order.get((c["point"], c["kind"]), 0)), dpoints, dkinds)
+    out = summarize(sorted(merged.values(), key=lambda c: order.get((c["point"], c["kind"]), 0)), dpoints, dkinds)
+    out["declared_never_reached"] = never
+    return out

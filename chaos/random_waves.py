@@ -18,10 +18,10 @@ from typing import Any
 
 from recoverykit.chaos import restarts, spares
 from recoverykit.chaos.case_env import CaseEnv
-from recoverykit.chaos.cases import SCENARIOS_BY_NAME
 from recoverykit.conformance.checker import Evidence, check
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.provider_script import script_tag
+from recoverykit.conformance.scenarios import scenario_named
 from recoverykit.model.catalogue import RestartKind, Verdict
 from recoverykit.model.errors import RecoveryKitError
 
@@ -46,14 +46,14 @@ def _replay(seed: int, wave: int, adapter: str | list[str] | None) -> str:
 
 def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
              timeout_s: float = 20.0) -> dict[str, Any]:
-    scenario = SCENARIOS_BY_NAME[SCENARIO]
+    scenario = scenario_named(SCENARIO)
     plan = schedule(seed, wave)
     result: dict[str, Any] = {"id": f"random/{seed}/{wave}", "scenario": SCENARIO, "point": "random", "hit": 0,
                               "kind": "+".join(k for _, k in plan), "schedule": plan, "status": "error",
                               "verdict": Verdict.UNKNOWN.value, "clauses": [], "violations": [],
                               "replay": _replay(seed, wave, adapter)}
     t0 = time.monotonic()
-    env = CaseEnv(adapter, scenario.provider_script(), base_dir=base_dir, timeout_s=timeout_s)
+    env = CaseEnv(adapter, scenario.provider_script(chaos=True), base_dir=base_dir, timeout_s=timeout_s)
     try:
         init_ok = env.start()
         env.start_runtime()

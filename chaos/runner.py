@@ -27,12 +27,13 @@ from recoverykit.chaos import bundle as bundles
 from recoverykit.chaos import restarts
 from recoverykit.chaos.broker import FailpointNotHit
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
-from recoverykit.chaos.cases import SCENARIOS_BY_NAME, Case, not_implemented_reason
+from recoverykit.chaos.cases import Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.provider import ProviderTimeout
 from recoverykit.conformance.provider_script import script_tag
+from recoverykit.conformance.scenarios import scenario_named
 from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict, combine
 from recoverykit.model.errors import RecoveryKitError
 
@@ -41,10 +42,19 @@ QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point b
 
 
 def arm(case: Case) -> str:
-    """The failpoint spec that pauses the case's point at its hit (runtime points only)."""
+    """The failpoint spec that pauses the case's point at its hit (runtime points; a recovery point is
+    armed only for the start after the first crash, ``arm_recovery``)."""
     if POINTS_BY_NAME[case.point].reach is not Reach.RUNTIME or case.point in RECOVERY_POINTS:
         return ""
-    return f"{case.point}={case.hit - 1}*off->1*pause" if case.hit > 1 else f"{case.point}=1*pause"
+    return _pause_at(case.point, case.hit)
+
+
+def arm_recovery(case: Case) -> str:
+    return _pause_at(case.point, case.hit)
+
+
+def _pause_at(point: str, hit: int) -> str:
+    return f"{point}={hit - 1}*off->1*pause" if hit > 1 else f"{point}=1*pause"
 
 
 def replay_command(case: Case, adapter: str | list[str] | None) -> str:
@@ -96,11 +106,12 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
              bundle_dir: str | Path | None = None, timeout_s: float = 20.0, keep: bool = False,
              seed: int = 0) -> dict[str, Any]:
     """Run one case; a JSON-ready result (status, verdict, clause results, timings, leftovers)."""
-    scenario = SCENARIOS_BY_NAME[case.scenario]
+    scenario = scenario_named(case.scenario)
     result: dict[str, Any] = {**case.as_dict(), "status": "error", "verdict": Verdict.UNKNOWN.value,
                               "clauses": [], "violations": [], "reached": None, "replay": replay_command(case, adapter)}
     t0 = time.monotonic()
-    env = CaseEnv(adapter, scenario.provider_script(case.point, case.hit), base_dir=base_dir, timeout_s=timeout_s)
+    env = CaseEnv(adapter, scenario.provider_script(case.point, case.hit, chaos=True), base_dir=base_dir,
+                  timeout_s=timeout_s)
     timings: dict[str, float] = {}
     try:
         init_ok = env.start()
@@ -119,7 +130,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             env.provider.wait_for_held(timeout_s)
             restarts.tree_kill(env, "tree_kill")
             env.release_holds(cut_provider=True)
-            env.start_runtime(failpoints=f"{case.point}=1*pause")
+            env.start_runtime(failpoints=arm_recovery(case))
         reached = _wait_reached(env, case, timeout_s)
         timings["reached"] = time.monotonic() - t0
         result["reached"] = reached

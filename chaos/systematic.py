@@ -1,8 +1,9 @@
 """Systematic mode: run the case list (or one shard of it) and build the results document.
 
 The pipeline reads top to bottom in ``run``: declare (one handshake: what does the adapter implement?),
-enumerate (``cases``), shard, run each case (``runner.run_case``), classify coverage, decide the
-verdict. Cases are independent (each has its own run dir, provider, broker, adapter and run marker).
+dry run (``dry_run``: which points each scenario reaches, how often; or a stored trace), enumerate
+(``cases``), shard, run each case (``runner.run_case``), classify coverage, decide the verdict. Cases
+are independent (each has its own run dir, provider, broker, adapter and run marker).
 
 Scale-out (docs/decisions.md D10): ``workers=0`` runs the cases one after another in this process;
 ``workers=N`` (N >= 1) runs them as pytest items in N pytest-xdist worker processes
@@ -22,11 +23,13 @@ from recoverykit import __version__ as KIT_VERSION
 from recoverykit.chaos import coverage, spares
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, choose, enumerate_cases, not_implemented_reason, parse_case_id
+from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
 from recoverykit.chaos.reaper import reap_stale
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
 from recoverykit.conformance.checker import ClauseResult, merge
-from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
+from recoverykit.conformance.scenarios import all_scenarios
+from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, Reach, RestartKind, Verdict
 from recoverykit.model.errors import InvalidArgument
 
 RESULTS_KIND = "recoverykit-chaos-results"
@@ -87,6 +90,9 @@ def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[
     reasons += [f"declared point {p} never exercised" for p in cov.get("declared_never_hit", [])]
     reasons += [f"declared cell {cell} never exercised" for cell in cov.get("unknown_cells", [])
                 if cell.split(" x ")[0] not in cov.get("declared_never_hit", [])]
+    reasons += [f"declared point {p} never reached by any scenario's dry run"
+                for p in cov.get("declared_never_reached", [])]
+    reasons += [f"dry run of {name}: {why}" for name, why in sorted(cov.get("dry_run_failed", {}).items())]
     leftovers = [r for r in results if r.get("leftovers")]
     reasons += [f"{r['id']}: leftover processes {r['leftovers']}" for r in leftovers]
     if reasons or not any(r["status"] == "passed" for r in results):
@@ -99,10 +105,23 @@ def clause_summary(results: Sequence[dict[str, Any]]) -> dict[str, str]:
     return {k: v.value for k, v in sorted(merge(flat).items())}
 
 
+def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
+    """Declared runtime points of declared profiles that no scenario's dry run reached."""
+    seen = {p for points in trace.reached.values() for p, n in points.items() if n > 0}
+    return sorted(p for p in declared["failpoints"] if p in POINTS_BY_NAME and p not in seen
+                  and POINTS_BY_NAME[p].reach is Reach.RUNTIME
+                  and POINTS_BY_NAME[p].profile.value in declared["profiles"])
+
+
 def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any], *, mode: str, shard: Shard,
-                     selection: dict[str, Any], seed: int, started: float, wall_s: float) -> dict[str, Any]:
+                     selection: dict[str, Any], seed: int, started: float, wall_s: float,
+                     trace: Trace | None = None) -> dict[str, Any]:
+    reachable = {(c.point, c.kind) for c in enumerate_cases(trace)} if trace is not None else None
+    never = never_reached(trace, declared) if trace is not None and selection.get("scenarios") == "all" else []
     cov = coverage.classify(results, declared["failpoints"], declared["restart_kinds"],
-                            selection.get("points"), selection.get("kinds"))
+                            selection.get("points"), selection.get("kinds"), reachable=reachable, never_reached=never)
+    if trace is not None and trace.failed:
+        cov["dry_run_failed"] = dict(trace.failed)
     verdict, reasons = verdict_of(results, cov)
     statuses: dict[str, int] = {}
     for r in results:
@@ -110,12 +129,31 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
     return {"kind": RESULTS_KIND, "version": RESULTS_VERSION, "kit_version": KIT_VERSION, "mode": mode,
             "adapter": declared, "shard": str(shard), "seed": seed, "selection": selection, "started": started,
             "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
-            "clauses": clause_summary(results), "coverage": cov, "cases": list(results)}
+            "clauses": clause_summary(results), "coverage": cov, "cases": list(results),
+            **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})}
+
+
+def _dry_run_summary(trace: Trace) -> dict[str, Any]:
+    return {"seconds": trace.total_s, "cases": len(enumerate_cases(trace)), "scenarios": sorted(trace.reached),
+            "skipped": dict(trace.skipped), "failed": dict(trace.failed),
+            "reached": {s: dict(sorted(p.items())) for s, p in sorted(trace.reached.items())}}
+
+
+def load_trace(trace: str | Path | Trace | None, adapter: str | list[str] | None, declared: dict[str, Any],
+               scenarios: Any = None, base_dir: str | Path | None = None, timeout_s: float = 20.0) -> Trace:
+    """A stored trace (``--trace FILE``), or a fresh dry run of the chosen scenarios."""
+    if isinstance(trace, Trace):
+        return trace
+    if trace is not None:
+        return Trace.read(trace)
+    names = choose(scenarios, [s.id for s in all_scenarios()], "scenarios")
+    return dry_run(adapter, declared, scenarios=[s for s in all_scenarios() if s.id in names], base_dir=base_dir,
+                   timeout_s=timeout_s)
 
 
 def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points: Any = None, kinds: Any = None,
         shard: Shard = Shard(1, 1), workers: int = 0, out_dir: str | Path | None = None, timeout_s: float = 20.0,
-        keep: bool = False, seed: int = 0, replay: str | None = None,
+        keep: bool = False, seed: int = 0, replay: str | None = None, trace: str | Path | Trace | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The whole systematic pipeline; returns the results document. ``workers``: 0 here, N in N xdist workers."""
     if workers < 0:
@@ -126,11 +164,16 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     base = out / "runs" if out is not None else None
     bundles = out / "bundles" if out is not None else None
     declared = declare(adapter, base)
+    the_trace: Trace | None = None
     if replay is not None:
         cases = [parse_case_id(replay)]
         selection: dict[str, Any] = {"replay": replay, "points": [cases[0].point], "kinds": [cases[0].kind]}
     else:
-        cases = select(enumerate_cases(scenarios, points, kinds), shard)
+        the_trace = load_trace(trace, adapter, declared, scenarios, base, timeout_s)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            the_trace.write(out / TRACE_FILE)
+        cases = select(enumerate_cases(the_trace, scenarios, points, kinds), shard)
         selection = {"scenarios": scenarios or "all",
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
@@ -145,4 +188,5 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
     return results_document(results, declared, mode="replay" if replay else "systematic", shard=shard,
-                            selection=selection, seed=seed, started=started, wall_s=time.monotonic() - t0)
+                            selection=selection, seed=seed, started=started, wall_s=time.monotonic() - t0,
+                            trace=the_trace)

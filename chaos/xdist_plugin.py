@@ -8,8 +8,12 @@ reads them back to build the results document. An item fails when its case faile
 skipped, with the reason, when the case was not implemented by the adapter or its point never reached:
 missing evidence is never a pass.
 
-    python -m pytest -p recoverykit.chaos.xdist_plugin -n 2 --chaos-results DIR \\
+    python -m pytest -p recoverykit.chaos.xdist_plugin -n 2 --chaos-results DIR --chaos-trace TRACE \\
         [--chaos-adapter CMD] [--chaos-scenarios ..] [--chaos-points ..] [--chaos-kinds ..] [--chaos-shard K/N]
+
+Every xdist worker collects the same list, so the list comes from a stored dry-run trace
+(``--chaos-trace``, the ``trace.json`` that ``recoverykit chaos --list --out DIR`` writes) or from an
+explicit id file (``--chaos-cases``), never from a dry run of each worker's own.
 
 The plugin is loaded only with ``-p`` (it is not a pytest11 entry point); once loaded it replaces
 collection entirely, so it needs ``--chaos-results`` and collects nothing but chaos cases.
@@ -30,6 +34,7 @@ from urllib.parse import quote
 
 import pytest
 from recoverykit.chaos.cases import Case, enumerate_cases, parse_case_id
+from recoverykit.chaos.dry_run import Trace
 from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker, owner_alive, reap_stale
 from recoverykit.chaos.shard import parse_shard, select
 from recoverykit.model.errors import InvalidArgument
@@ -54,6 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--chaos-seed", type=int, default=0, help="Seed recorded in bundles.")
     group.addoption("--chaos-runs", metavar="DIR", help="Case run directories go here (default: the temp dir).")
     group.addoption("--chaos-bundles", metavar="DIR", help="Write a bundle per failing case here (default: none).")
+    group.addoption("--chaos-trace", metavar="FILE",
+                    help="The dry-run trace the case list is enumerated from (required without --chaos-cases).")
     group.addoption("--chaos-declared", metavar="FILE",
                     help="The adapter's declaration as `recoverykit chaos` made it; without it the plugin "
                          "declares once (and reaps stale runs) before the cases start.")
@@ -100,7 +107,12 @@ def selected_cases(config: pytest.Config) -> list[Case]:
             raise pytest.UsageError(f"--chaos-cases {path} names the cases; drop {flags or ['--chaos-shard']}")
         lines = Path(path).read_text().splitlines()
         return [parse_case_id(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return select(enumerate_cases(config.getoption("chaos_scenarios"), config.getoption("chaos_points"),
+    trace_path = config.getoption("chaos_trace")
+    if not trace_path:
+        raise pytest.UsageError("the case list comes from a dry-run trace: pass --chaos-trace FILE (the trace.json "
+                                "of `recoverykit chaos --list --out DIR`) or --chaos-cases FILE")
+    trace = Trace.read(trace_path)
+    return select(enumerate_cases(trace, config.getoption("chaos_scenarios"), config.getoption("chaos_points"),
                                   config.getoption("chaos_kinds")), parse_shard(config.getoption("chaos_shard")))
 
 

@@ -29,7 +29,7 @@ from recoverykit.conformance.errors import AdapterCommandError, OperationFailed,
 from recoverykit.conformance.junit import write_junit
 from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import run_lockstep
-from recoverykit.conformance.scenarios import SCENARIOS, Scenario, required_clauses
+from recoverykit.conformance.scenarios import Scenario, all_scenarios, required_clauses
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.contract import CLAUSES
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError
@@ -123,7 +123,7 @@ def certify(options: Options) -> Certification:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     required = frozenset().union(*(required_clauses(p) for p in options.profiles))
     cert = Certification(options.adapter or default_adapter(), out, seed, options.profiles, required)
-    chosen = [s for s in SCENARIOS if not options.only or s.id in options.only]
+    chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
     if chosen:  # the first run learns the declared profiles; the rest run side by side (mostly waiting)
         cases = [_scenario_case(cert, chosen[0], options)]
         with ThreadPoolExecutor(max_workers=PARALLEL) as pool:

@@ -32,8 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 class ConformanceFile(pytest.File):
     def collect(self):
-        from recoverykit.conformance.scenarios import SCENARIOS
-        for scenario in SCENARIOS:
+        from recoverykit.conformance.scenarios import all_scenarios
+        for scenario in all_scenarios():
             yield ScenarioItem.from_parent(self, name=scenario.id, scenario_id=scenario.id)
         if self.config.getoption("--recoverykit-lockstep"):
             yield ScenarioItem.from_parent(self, name="lockstep", scenario_id="lockstep")
@@ -47,7 +47,7 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         from recoverykit.conformance.certify import Certification, Options, _lockstep_case, _scenario_case
-        from recoverykit.conformance.scenarios import SCENARIOS_BY_ID, required_clauses
+        from recoverykit.conformance.scenarios import required_clauses, scenario_named
 
         command = self.config.getoption("--recoverykit-adapter")
         base = self.config.getoption("--recoverykit-out")
@@ -58,7 +58,7 @@ class ScenarioItem(pytest.Item):
         if self.scenario_id == "lockstep":
             case = _lockstep_case(cert, options)
         else:
-            case = _scenario_case(cert, SCENARIOS_BY_ID[self.scenario_id], options)
+            case = _scenario_case(cert, scenario_named(self.scenario_id), options)
         if cert.declared:
             _PROFILES[command] = cert.declared
         if case.verdict is Verdict.NOT_APPLICABLE:

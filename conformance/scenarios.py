@@ -1,11 +1,20 @@
-"""The scenario catalogue: one scenario per public entry point the seeds name.
+"""The scenario catalogue, the only one: certify and chaos both run these scenarios.
 
-A scenario is data (its id, the profile it needs, its provider scripts, the probe tools it uses,
-the clause ids it exercises) plus a short ``drive`` function that performs the operations through
-a ``Run``. The history checker judges every scenario's evidence afterwards; a drive function may
-add results of its own for clauses the checker cannot see (e.g. CTL-02: what stop all stopped is
-still stopped after the restart). A scenario whose profile the adapter did not declare is reported
-not applicable, never passed.
+A scenario is data (its id, the profile it needs, its provider scripts, one per session, the probe
+tools it uses, the clause ids it exercises) plus a short ``drive`` function that performs the
+operations through a ``Run``, and its chaos spec (``Chaos``): which restart kinds and which of the
+points the scenario reaches chaos interrupts it at, and the user's action during recovery.
+
+- ``recoverykit certify`` runs each applicable scenario once, without a fault of the kit's choosing
+  (``drive``), then judges the evidence with the history checker; a drive function may add results
+  of its own for clauses the checker cannot see (e.g. CTL-02: what stop all stopped is still stopped
+  after the restart).
+- ``recoverykit chaos`` runs each applicable scenario once per (interruption point, hit, restart kind)
+  it really reaches: a dry run against the adapter (``recoverykit.chaos.dry_run``) counts the points,
+  so adding a scenario here gives it certify cases and chaos cells at once. ``Chaos.none`` says why a
+  scenario has no chaos cells.
+
+A scenario whose profile the adapter did not declare is reported not applicable, never passed.
 """
 
 from __future__ import annotations
@@ -17,7 +26,8 @@ from typing import Any
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
 from recoverykit.conformance.provider_script import script_tag
-from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, Profile, Verdict
+from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RECOVERY_POINTS, Profile, RestartKind, Verdict
+from recoverykit.model.errors import InvalidArgument
 
 Drive = Callable[[Run], list[ClauseResult]]
 SETTLE_S = 20.0
@@ -38,6 +48,22 @@ def script(script_id: str, *steps: dict) -> dict:
     return {"id": script_id, "cumulative_usage": True, "steps": list(steps)}
 
 
+TOOL_SLEEP_S = 1.0  # tool.running: long enough to be caught alive, short enough to wait for after a kill
+HOLD_POINTS = {"provider.request.inflight": 0, "provider.response.midstream": 1}  # point -> chunk held at
+
+
+@dataclass(frozen=True)
+class Chaos:
+    """How chaos interrupts a scenario: every (point, hit) the dry run finds, times these kinds."""
+
+    kinds: tuple[RestartKind, ...] | None = None  # None: every restart kind
+    points: tuple[str, ...] | None = None  # None: every point the dry run finds the scenario reaching
+    during: str | None = None  # a user action taken while held: pause, end, input
+    double_start: bool = False  # after a kill, two starts race: a repeated notification must admit once
+    clauses: tuple[str, ...] = ()  # what its chaos cases aim at (the failure-acceptance report's cells)
+    none: str = ""  # why the scenario has no chaos cells at all (then nothing else is read)
+
+
 @dataclass(frozen=True)
 class Scenario:
     id: str
@@ -47,12 +73,79 @@ class Scenario:
     tools: tuple[str, ...]
     clauses: tuple[str, ...]
     drive: Drive = field(repr=False, compare=False)
+    chaos: Chaos = field(default_factory=Chaos)
 
-    def provider_script(self) -> dict:
-        return {"scripts": list(self.scripts), "hold_timeout_s": 120.0}
+    @property
+    def name(self) -> str:
+        return self.id
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        """One submit per session under chaos: each session is one provider script."""
+        return tuple(sc["id"] for sc in self.scripts)
+
+    @staticmethod
+    def script_id(session: str) -> str:
+        return session
+
+    @property
+    def kinds(self) -> tuple[RestartKind, ...] | None:
+        return self.chaos.kinds
+
+    @property
+    def during(self) -> str | None:
+        return self.chaos.during
+
+    @property
+    def double_start(self) -> bool:
+        return self.chaos.double_start
+
+    @property
+    def has_chaos(self) -> bool:
+        return not self.chaos.none
+
+    def chaos_points(self, reached: dict[str, int]) -> dict[str, int]:
+        """The points (with their hit counts) chaos interrupts this scenario at, of those reached."""
+        if not self.has_chaos:
+            return {}
+        wanted = self.chaos.points
+        return {p: n for p, n in reached.items() if n > 0 and (wanted is None or p in wanted)}
+
+    def provider_script(self, point: str | None = None, hit: int = 1, *, chaos: bool = False) -> dict:
+        """The scripted provider's script. For certify as written; for chaos (``chaos=True`` or a
+        ``point``) without the drive's own holds, with the environment's hold at ``point`` instead."""
+        if point is None and not chaos:
+            return {"scripts": list(self.scripts), "hold_timeout_s": 120.0}
+        return {"scripts": [_chaos_script(sc, point, hit) for sc in self.scripts], "hold_timeout_s": 120.0}
 
     def applies(self, profiles: set[str]) -> bool:
         return self.profile.value in profiles
+
+
+def _chaos_script(original: dict, point: str | None, hit: int) -> dict:
+    """One session's script for a chaos case: the drive's holds removed, the case's hold added."""
+    steps = []
+    for step in original["steps"]:
+        step = {k: v for k, v in step.items() if k != "faults"}
+        if "tool_calls" in step:
+            calls = []
+            for call in step["tool_calls"]:
+                args = {k: v for k, v in (call.get("arguments") or {}).items() if k not in ("hold", "sleep_s")}
+                if point == "tool.running":
+                    args["sleep_s"] = TOOL_SLEEP_S
+                if point == "tool.finished.uncommitted":
+                    args["hold"] = True
+                calls.append({**call, "arguments": args})
+            step["tool_calls"] = calls
+        steps.append(step)
+    if point in HOLD_POINTS and hit <= len(steps):
+        steps[hit - 1]["faults"] = [{"kind": "hold", "at_chunk": HOLD_POINTS[point], "attempts": [1]}]
+    if point in RECOVERY_POINTS or point == FIRST_HOLD:  # a first crash needs something in flight to recover
+        steps[0]["faults"] = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
+    return {**original, "steps": steps}
+
+
+FIRST_HOLD = "first_request_held"  # the dry run's recovery pass: hold the first request, as recovery cases do
 
 
 # --- helpers the drive functions share -------------------------------------------------------------
@@ -191,6 +284,56 @@ def drive_long_downtime(run: Run) -> list[ClauseResult]:
     return [expect_desired(final, [work_id], {"done"}, "RI-05", "after downtime past two hours")]
 
 
+def drive_together(run: Run) -> list[ClauseResult]:
+    """Three sessions, a tree kill while the first request is in flight, then two starts at once."""
+    run.start()
+    ids = [submit(run, sid, session=f"together-{sid}") for sid in ("ta", "tb", "tc")]
+    run.wait_held(SETTLE_S, script_id="ta")
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.start()
+    run.start()  # a second start, as a repeated notification would send: nothing may be admitted twice
+    _, final = run.settle(SETTLE_S)
+    return [expect_desired(final, ids, {"run", "done"}, "CTL-03", "after a kill and a doubled start")]
+
+
+def drive_pause_then_restart(run: Run) -> list[ClauseResult]:
+    """Pause while the first request is in flight (its answer calls a tool), then a restart."""
+    run.start()
+    work_id = submit(run, "ptr")
+    held = run.wait_held(SETTLE_S, script_id="ptr")
+    run.op("pause", work_id=work_id)
+    run.provider.release(held)  # the tool call arrives after the pause: it must not run
+    run.settle(SETTLE_S)
+    graceful_or_kill(run, "normal_exit")
+    _, settled = run.settle(SETTLE_S)
+    return [expect_desired(settled, [work_id], {"paused"}, "RI-03", "after a pause and a restart")]
+
+
+def _during_recovery(action: str) -> Drive:
+    """A tree kill while the request is in flight; the user acts right after the restart begins."""
+    expected = {"pause": {"paused"}, "end": {"cancelled"}, "input": {"run", "done"}}[action]
+    clause_id = "INP-01" if action == "input" else "RI-03"
+
+    def drive(run: Run) -> list[ClauseResult]:
+        run.start()
+        script_id = f"dr{action[0]}"
+        work_id = submit(run, script_id)
+        run.wait_held(SETTLE_S, script_id=script_id)
+        run.kill("tree_kill")
+        run.provider.release(cut=True)
+        run.start()
+        if action == "input":
+            submit(run, script_id, n=2)
+        else:
+            run.op(action, work_id=work_id)
+        _, settled = run.settle(SETTLE_S)
+        return [expect_desired(settled, [work_id], expected, clause_id, f"after {action} during recovery")]
+
+    drive.__name__ = f"drive_{action}_during_recovery"
+    return drive
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -248,41 +391,102 @@ def drive_retry(run: Run) -> list[ClauseResult]:
 
 
 _CHAT = Profile.CHAT_CORE
+_K = RestartKind
+
+
+def chaos_only_script(script_id: str, tool: str = "probe_unknown") -> dict:
+    """Tool, then answer, the first request held (certify's drives fault there; chaos drops the hold and
+    puts the case's own where the case says)."""
+    return script(script_id, tool_step(tool, faults=HOLD_FIRST),
+                  {"text": f"done {script_id}", "usage": {"prompt_tokens": 40, "completion_tokens": 3}})
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("chat_read_tool", "ordinary chat with a read-only tool", _CHAT,
              (script("read", tool_step("probe_read", {"output": "readme"}), text_step()),), ("probe_read",),
              ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05", "REC-06"),
-             drive_read_tool),
+             drive_read_tool, Chaos(kinds=(_K.TREE_KILL,), points=("input.accept.after", "tool.dispatch.after",
+                                                                  "tool.result.commit.after", "usage.persist.after"))),
     Scenario("chat_unknown_write", "chat with an unknown-effect write, crash before its result is committed", _CHAT,
              (script("write", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
-             ("FA-15", "CTL-03", "INP-01", "RI-02", "USG-03", "USG-05", "USG-10"), drive_unknown_write),
+             ("FA-15", "CTL-03", "INP-01", "RI-02", "USG-03", "USG-05", "USG-10"), drive_unknown_write,
+             Chaos(clauses=("FA-01", "FA-03", "FA-04", "FA-05", "FA-06", "FA-09", "FA-10", "FA-11", "FA-15"))),
     Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
              (script("long", tool_step("probe_unknown", {"sleep_s": 1.5}), text_step()),), ("probe_unknown",),
-             ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool),
+             ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool,
+             Chaos(kinds=(_K.WORKER_KILL,), points=("tool.running", "tool.dispatch.after"), clauses=("FA-15",))),
     Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
              tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None)) for i in (1, 2, 3)), (),
-             ("FA-13", "OWN-02", "REC-06", "RI-02", "CTL-03", "INP-01", "USG-10"), drive_multi_session),
+             ("FA-13", "OWN-02", "REC-06", "RI-02", "CTL-03", "INP-01", "USG-10"), drive_multi_session,
+             Chaos(kinds=(_K.TREE_KILL,), points=("provider.request.inflight", "usage.persist.before",
+                                                 "completion.commit.before_projection"), clauses=("FA-13",))),
     Scenario("pause_restart", "pause while a provider request is in flight, then restart", _CHAT,
-             (script("pz", text_step(faults=HOLD_FIRST)),), (), ("RI-03", "RI-02", "INP-01"), drive_pause_restart),
+             (script("pz", text_step(faults=HOLD_FIRST)),), (), ("RI-03", "RI-02", "INP-01"), drive_pause_restart,
+             Chaos(kinds=(_K.NORMAL_EXIT, _K.TREE_KILL), points=("provider.response.midstream",
+                                                                "usage.persist.before"),
+                   during="pause", clauses=("RI-03", "FA-01"))),
     Scenario("stop_all_restart", "stop all, then restart", _CHAT,
              tuple(script(f"sa{i}", text_step(faults=HOLD_FIRST if i == 1 else None)) for i in (1, 2)), (),
-             ("CTL-02", "RI-03", "RI-02"), drive_stop_all_restart),
+             ("CTL-02", "RI-03", "RI-02"), drive_stop_all_restart,
+             Chaos(none="stop all is itself a restart kind (stop_all_exit), which chaos applies at every point of "
+                        "chat_unknown_write")),
     Scenario("long_downtime", "downtime past the old two-hour window", _CHAT,
-             (script("ld", text_step(faults=HOLD_FIRST)),), (), ("RI-05", "RI-02"), drive_long_downtime),
+             (script("ld", text_step(faults=HOLD_FIRST)),), (), ("RI-05", "RI-02"), drive_long_downtime,
+             Chaos(kinds=(_K.LONG_DOWNTIME,), points=("provider.request.inflight", "usage.persist.after"))),
+    Scenario("sessions_together", "three sessions recover together: fair queueing, shared quota, one owner each",
+             _CHAT, tuple(chaos_only_script(sid, "probe_read") for sid in ("ta", "tb", "tc")), ("probe_read",),
+             ("INP-01", "OWN-02", "CTL-03"), drive_together,
+             Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT), double_start=True,
+                   points=("provider.request.inflight", "tool.result.commit.before", "recovery.claim.after"),
+                   clauses=("FA-12", "FA-13", "REC-06"))),
+    Scenario("pause_then_restart", "the user pauses while a request is in flight or a result uncommitted, then "
+             "the runtime restarts: paused work must stay paused", _CHAT, (chaos_only_script("ptr"),),
+             ("probe_unknown",), ("RI-03", "INP-01"), drive_pause_then_restart,
+             Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT, _K.GRACEFUL_WORKER_RESTART),
+                   points=("provider.request.inflight", "tool.result.commit.before"), during="pause",
+                   clauses=("RI-03", "FA-01"))),
+    Scenario("pause_during_recovery", "the user pauses while recovery is held at a recovery phase", _CHAT,
+             (chaos_only_script("drp"),), ("probe_unknown",), ("RI-03", "INP-01"), _during_recovery("pause"),
+             Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=RECOVERY_POINTS, during="pause",
+                   clauses=("FA-14", "RI-03"))),
+    Scenario("end_during_recovery", "the user ends the work while recovery is held at a recovery phase", _CHAT,
+             (chaos_only_script("dre"),), ("probe_unknown",), ("RI-03", "INP-01"), _during_recovery("end"),
+             Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="end",
+                   clauses=("FA-14", "RI-03"))),
+    Scenario("input_during_recovery", "the user sends new input while recovery is held at a recovery phase", _CHAT,
+             # a read-only tool: the new input's own turn may ask for it again, which is no re-run
+             (chaos_only_script("dri", "probe_read"),), ("probe_read",), ("INP-01", "RI-02"),
+             _during_recovery("input"),
+             Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
+                   clauses=("FA-14", "INP-01"))),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
-             (script("goal", text_step("goal done")),), (), ("GOAL-01", "RI-02"), drive_goal),
+             (script("goal", text_step("goal done")),), (), ("GOAL-01", "RI-02"), drive_goal,
+             Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("approval_unknown_write", "an unknown write after a crash needs a one-time approval",
              Profile.APPROVALS, (script("apr", tool_step("probe_unknown", {"hold": True}),
                                         tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
-             ("APR-02", "APR-06", "FA-15"), drive_approval),
+             ("APR-02", "APR-06", "FA-15"), drive_approval, Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
-             (script("job", text_step("job done")),), (), ("JOB-01", "RI-02"), drive_job),
+             (script("job", text_step("job done")),), (), ("JOB-01", "RI-02"), drive_job, Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
-             (script("rty", text_step()),), (), ("RTY-05", "RTY-04"), drive_retry),
+             (script("rty", text_step()),), (), ("RTY-05", "RTY-04"), drive_retry, Chaos(kinds=(_K.TREE_KILL,))),
 )
 SCENARIOS_BY_ID: dict[str, Scenario] = {s.id: s for s in SCENARIOS}
 
 
+def all_scenarios() -> tuple[Scenario, ...]:
+    """The catalogue, read when called: certify, chaos and the pytest plugin all ask here, so a scenario
+    added to ``SCENARIOS`` (a test's fixture scenario too) reaches every one of them."""
+    return SCENARIOS
+
+
+def scenario_named(name: str) -> Scenario:
+    found = next((s for s in SCENARIOS if s.id == name), None)
+    if found is None:
+        raise InvalidArgument(f"unknown scenario {name!r}; known: {', '.join(s.id for s in SCENARIOS)}")
+    return found
+
+
 def required_clauses(profile: Profile | str = Profile.CHAT_CORE) -> frozenset[str]:
     """Clauses that must end valid for a valid verdict of ``profile``: those its scenarios exercise."""
-    return frozenset(c for s in SCENARIOS if s.profile.value == str(profile) for c in s.clauses)
+    return frozenset(c for s in all_scenarios() if s.profile.value == str(profile) for c in s.clauses)

@@ -48,18 +48,18 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     """
     from recoverykit.conformance.certify import Options
     from recoverykit.conformance.certify import certify as run
-    from recoverykit.conformance.scenarios import SCENARIOS_BY_ID
+    from recoverykit.conformance.scenarios import all_scenarios
 
-    bad = [c for c in only if c != "lockstep" and c not in SCENARIOS_BY_ID]
+    ids = [s.id for s in all_scenarios()]
+    bad = [c for c in only if c != "lockstep" and c not in ids]
     if bad:
-        raise click.UsageError(f"--only {bad[0]!r} is not a case; use `lockstep` or one of "
-                               f"{', '.join(SCENARIOS_BY_ID)}")
+        raise click.UsageError(f"--only {bad[0]!r} is not a case; use `lockstep` or one of {', '.join(ids)}")
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                    "{task.total} cases"), TimeElapsedColumn(), console=err, transient=True)
-    task = bar.add_task("certifying", total=len(SCENARIOS_BY_ID) + 1 if not only else len(only))
+    task = bar.add_task("certifying", total=len(ids) + 1 if not only else len(only))
 
     def progress(name: str, what: str) -> None:
         if what == "start":

@@ -68,15 +68,20 @@ def _summary(doc: dict, out: Path | None) -> None:
 @click.option("--timeout", "timeout_s", type=float, default=20.0, show_default=True,
               help="Seconds to wait for a point or a reply before the case is unknown.")
 @click.option("--keep", is_flag=True, help="Keep every case's run directory (failing ones are always bundled).")
-@click.option("--list", "list_only", is_flag=True, help="Print the case ids this selection would run, then exit.")
+@click.option("--list", "list_only", is_flag=True,
+              help="Print the case ids this selection would run (after the dry run), then exit.")
+@click.option("--trace", "trace_path", type=click.Path(), default=None,
+              help="Enumerate the cases from this dry-run trace (trace.json of an earlier --out) instead of a new "
+                   "dry run: shards of one run then share one case list.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No per-case lines on stderr.")
 def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
-          keep, list_only, as_json, quiet) -> int:
+          keep, list_only, trace_path, as_json, quiet) -> int:
     """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
     from recoverykit.chaos import random_waves as waves
     from recoverykit.chaos import systematic
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
+    from recoverykit.chaos.dry_run import TRACE_FILE, Trace
     from recoverykit.chaos.reaper import reap_stale
     from recoverykit.chaos.shard import parse_shard, select
     from recoverykit.reports.merge import write_all
@@ -88,19 +93,31 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         if workers and random_waves is not None:
             raise InvalidArgument(f"--workers {workers} with --random: random waves run one after another in this "
                                   "process (their time to first detection is the point); drop --workers")
+        trace = None
         if replay is not None:
             cases = [parse_case_id(replay)]
         elif random_waves is None:
-            cases = select(enumerate_cases(scenarios, points, kinds), the_shard)
-        if list_only:
-            for case in cases if random_waves is None else []:
-                click.echo(case.id)
-            return 0
+            enumerate_cases(Trace({}), scenarios, points, kinds)  # a bad selection is a usage error before any run
+            trace = Trace.read(trace_path) if trace_path else None
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="recoverykit-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o700)
+    if replay is None and random_waves is None:
+        if trace is None:
+            reap_stale()
+            declared = systematic.declare(adapter, out / "runs")
+            trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s)
+        trace.write(out / TRACE_FILE)
+        cases = select(enumerate_cases(trace, scenarios, points, kinds), the_shard)
+        if not quiet:
+            click.echo(f"dry run: {len(trace.reached)} scenario(s) traced in {trace.total_s:.1f} s; "
+                       f"{len(cases)} case(s) in this selection; trace: {out / TRACE_FILE}", err=True)
+    if list_only:
+        for case in cases if random_waves is None else []:
+            click.echo(case.id)
+        return 0
     if random_waves is not None:
         reap_stale()
         t0, started = time.monotonic(), time.time()
@@ -113,7 +130,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     else:
         doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
                              workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
-                             progress=_progress(len(cases), quiet))
+                             trace=trace, progress=_progress(len(cases), quiet))
     write_all(doc, out)
     if as_json:
         _emit_json(doc)

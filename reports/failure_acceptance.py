@@ -23,7 +23,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from recoverykit.chaos.cases import SCENARIOS
+from recoverykit.conformance.scenarios import all_scenarios
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
 from recoverykit.model.contract import CLAUSES, Method, clause
 from recoverykit.model.errors import InvalidArgument, MalformedRecord
@@ -81,7 +81,7 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
         kinds = tuple(k.value for k in (fa.restarts or tuple(RestartKind)))
         # a clause a scenario names is judged by that scenario's cases only; a clause naming neither points
         # nor kinds nor a scenario (late identity, evidence rules) is judged by no chaos case at all
-        aimed = {s.name for s in SCENARIOS if fa.id in s.clauses}
+        aimed = {s.id for s in all_scenarios() if fa.id in s.chaos.clauses}
         if not aimed and not fa.points and not fa.restarts:
             continue
         for point in points:

@@ -1,23 +1,30 @@
-"""The systematic case list: stable ids, fixed order, selection, and what an adapter can run."""
+"""The systematic case list: stable ids, fixed order, selection, and what an adapter can run.
+
+The list is enumerated from a dry-run trace; ``tests/fixtures/reference_trace.json`` is the trace of
+the reference runtime (``recoverykit chaos --list --out DIR``), so these tests need no adapter.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from recoverykit.chaos.cases import (
-    SCENARIOS,
-    SCENARIOS_BY_NAME,
     Case,
     enumerate_cases,
     not_implemented_reason,
     parse_case_id,
 )
+from recoverykit.chaos.dry_run import Trace
 from recoverykit.chaos.shard import parse_shard, select, shard_of
+from recoverykit.conformance.scenarios import all_scenarios, scenario_named
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RECOVERY_POINTS, RestartKind
 from recoverykit.model.errors import InvalidArgument
 
-ALL = enumerate_cases()
+TRACE = Trace.read(Path(__file__).parent / "fixtures" / "reference_trace.json")
+ALL = enumerate_cases(TRACE)
 
 
 def test_ids_are_unique_and_round_trip():
@@ -27,9 +34,11 @@ def test_ids_are_unique_and_round_trip():
 
 
 def test_enumeration_is_deterministic_and_pinned():
-    assert [c.id for c in enumerate_cases()] == [c.id for c in ALL]
+    assert [c.id for c in enumerate_cases(TRACE)] == [c.id for c in ALL]
     # ids other machines and old bundles refer to: they must keep meaning the same case
-    assert ALL[0].id == "chat_unknown_write/input.accept.before/1/frontend_reload"
+    assert ALL[0].id == "chat_read_tool/input.accept.after/1/tree_kill"  # the catalogue's order
+    first = next(c for c in ALL if c.scenario == "chat_unknown_write")
+    assert first.id == "chat_unknown_write/input.accept.before/1/frontend_reload"
     assert "chat_unknown_write/tool.result.commit.before/1/tree_kill" in {c.id for c in ALL}
     assert "chat_unknown_write/provider.request.before/2/worker_kill" in {c.id for c in ALL}
     assert ("chat_unknown_write/tool.dispatch.after/1/crash_during_recovery@recovery.decide.after"
@@ -47,7 +56,7 @@ def test_every_chat_point_every_kind_and_later_hits():
 
 
 def test_filters_keep_catalogue_order_and_ids():
-    some = enumerate_cases("chat_unknown_write", "tool.running,input.accept.after", "tree_kill")
+    some = enumerate_cases(TRACE, "chat_unknown_write", "tool.running,input.accept.after", "tree_kill")
     assert [c.id for c in some] == ["chat_unknown_write/input.accept.after/1/tree_kill",
                                     "chat_unknown_write/tool.running/1/tree_kill"]
     assert all(c in ALL for c in some)
@@ -66,7 +75,7 @@ def test_bad_case_ids_are_refused_with_the_right_form(bad):
 
 def test_unknown_selection_names_the_choices():
     with pytest.raises(InvalidArgument, match="unknown restart kinds"):
-        enumerate_cases(kinds="tree_kill,reboot")
+        enumerate_cases(TRACE, kinds="tree_kill,reboot")
 
 
 def test_not_implemented_reasons():
@@ -82,13 +91,20 @@ def test_not_implemented_reasons():
 
 
 def test_scenario_scripts_put_the_environment_hold_where_the_case_says():
-    s = SCENARIOS_BY_NAME["chat_unknown_write"]
+    s = scenario_named("chat_unknown_write")
     script = s.provider_script("provider.response.midstream", 2)["scripts"][0]
     assert script["steps"][1]["faults"] == [{"kind": "hold", "at_chunk": 1, "attempts": [1]}]
     assert "faults" not in script["steps"][0]
     tool_args = s.provider_script("tool.finished.uncommitted")["scripts"][0]["steps"][0]["tool_calls"][0]["arguments"]
     assert tool_args == {"hold": True}
-    assert all(len(sc.sessions) >= 1 and sc.hits for sc in SCENARIOS)
+    assert all(len(sc.sessions) >= 1 for sc in all_scenarios())
+    # the drive's own holds are not the case's: chaos removes them and puts its own where the case says
+    certify_script = s.provider_script()["scripts"][0]
+    assert certify_script["steps"][0]["tool_calls"][0]["arguments"] == {"hold": True}
+    running = s.provider_script("tool.running")["scripts"][0]["steps"][0]["tool_calls"][0]["arguments"]
+    assert running == {"sleep_s": 1.0}
+    pause = scenario_named("pause_restart").provider_script("usage.persist.before")["scripts"][0]
+    assert all("faults" not in step for step in pause["steps"])
 
 
 @given(st.integers(min_value=1, max_value=9))
@@ -100,7 +116,7 @@ def test_shards_partition_the_cases(count):
 
 def test_shard_of_a_case_does_not_depend_on_the_selection():
     case = Case("chat_unknown_write", "tool.running", 1, "tree_kill")
-    small = enumerate_cases("chat_unknown_write", "tool.running", "tree_kill")
+    small = enumerate_cases(TRACE, "chat_unknown_write", "tool.running", "tree_kill")
     assert small == [case]
     assert select(small, parse_shard(f"{shard_of(case.id, 4)}/4")) == [case]
 

@@ -36,8 +36,13 @@ def test_each_status():
 
 
 def test_not_reachable_when_no_scenario_combines_point_and_kind():
-    cov = coverage.classify([], [*FPS, "child.delivery.before"], KINDS)  # a Jobs point no chat scenario reaches
+    # the dry-run trace says which cells have cases: a Jobs point no chat scenario reaches has none
+    reachable = {("tool.result.commit.before", "tree_kill")}
+    cov = coverage.classify([], [*FPS, "child.delivery.before"], KINDS, reachable=reachable,
+                            never_reached=["child.delivery.before"])
     assert cell(cov, "child.delivery.before", "tree_kill")["status"] == "not_reachable"
+    assert cell(cov, "tool.result.commit.before", "tree_kill")["status"] == "not_selected"
+    assert cov["declared_never_reached"] == ["child.delivery.before"]
     assert "child.delivery.before" not in cov["declared_never_hit"]
 
 
@@ -91,3 +96,12 @@ def test_crash_during_recovery_after_a_point_with_nothing_to_recover_is_not_reac
     results = [case("tool.result.commit.before", kind, "passed", second_reached=False) for _ in range(3)]
     assert cell(coverage.classify(results, FPS, KINDS), "tool.result.commit.before", kind)["status"] == \
         "not_reachable"
+
+
+def test_a_declared_point_no_dry_run_reached_keeps_the_run_from_valid():
+    results = [case("tool.result.commit.before", "tree_kill", "passed")]
+    cov = coverage.classify(results, FPS, ["tree_kill"], reachable={("tool.result.commit.before", "tree_kill")},
+                            never_reached=["recovery.claim.after"])
+    verdict, reasons = verdict_of(results, cov)
+    assert verdict is Verdict.UNKNOWN
+    assert any("recovery.claim.after never reached by any scenario's dry run" in r for r in reasons)

@@ -71,7 +71,8 @@ def test_systematic_mode_catches_each_broken_mini_runtime(tmp_path, bug, select,
 
 
 def test_undeclared_points_are_not_implemented_not_passed(tmp_path):
-    doc = systematic.run(mini(), out_dir=tmp_path, points="input.accept.after", kinds="tree_kill")
+    doc = systematic.run(mini(), out_dir=tmp_path, scenarios="chat_unknown_write", points="input.accept.after",
+                         kinds="tree_kill")
     (case,) = doc["cases"]
     assert case["status"] == "not_implemented" and "input.accept.after" in case["why"]
     cell = next(c for c in doc["coverage"]["cells"] if (c["point"], c["kind"]) == ("input.accept.after", "tree_kill"))

@@ -90,9 +90,13 @@ def test_workers_with_random_waves_is_a_usage_error(tmp_path):
 
 def test_the_plugin_runs_straight_from_pytest(tmp_path):
     results = tmp_path / "results"
+    listed = cli("--adapter", " ".join(mini("sum_usage")), "--scenarios", "chat_unknown_write", "--list",
+                 "--out", str(tmp_path / "listed"))  # the dry run writes the trace every worker enumerates from
+    assert listed.returncode == 0, listed.stderr[-3000:]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "recoverykit.chaos.xdist_plugin", "-n", "0", "-rsf", "-q",
          "-p", "no:cacheprovider", "--chaos-results", str(results), "--chaos-adapter", " ".join(mini("sum_usage")),
+         "--chaos-trace", str(tmp_path / "listed" / "trace.json"),
          "--chaos-scenarios", "chat_unknown_write", "--chaos-points", "tool.result.commit.before,input.accept.after",
          "--chaos-kinds", "tree_kill"], capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert done.returncode == 1, done.stdout[-3000:]  # a failed case fails its item
@@ -103,6 +107,13 @@ def test_the_plugin_runs_straight_from_pytest(tmp_path):
     assert statuses == {"chat_unknown_write/tool.result.commit.before/1/tree_kill": "failed",
                         "chat_unknown_write/input.accept.after/1/tree_kill": "not_implemented"}
     assert json.loads((results / "declared.json").read_text())["failpoints"]  # the controller declared once
+
+
+def test_the_plugin_refuses_to_enumerate_without_a_trace(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "recoverykit.chaos.xdist_plugin", "-p",
+                           "no:cacheprovider", "--chaos-results", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 4 and "--chaos-trace" in done.stderr  # every worker must collect the same list
 
 
 def test_the_plugin_refuses_to_run_without_a_results_dir(tmp_path):

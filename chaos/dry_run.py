@@ -1,0 +1,238 @@
+"""The dry run: which interruption points each scenario really reaches against this adapter, how often.
+
+Chaos enumerates cases from what a run shows, not from a table kept by hand. Before enumerating, each
+applicable scenario of the catalogue (``conformance.scenarios``) runs once with every runtime failpoint
+the adapter declares armed to report and go on (``sleep(0)``: the broker records point, process and
+hit, and the runtime does not stop). The points the kit holds itself are read from its own records:
+provider requests per script and step (the ledger), probe executions (the witness log). Recovery points
+are reached only after a crash, so a scenario that chaos interrupts at recovery points gets a second
+pass: its first request held, the whole tree killed, the runtime restarted with the recovery points
+armed to report.
+
+Failpoint hits are counted per process, and a case for hit k pauses the k-th hit of whichever process
+gets there, so a point's count in the trace is the largest per-process hit number seen. A runtime that
+reaches a point more often than the script suggests (a retry loop, a second tool call) gets cases for
+those hits too. The trace is stored as ``trace.json`` beside the results; ``--trace FILE`` makes shards
+and later runs enumerate exactly the same cases.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recoverykit.chaos import restarts
+from recoverykit.chaos.case_env import CaseEnv
+from recoverykit.conformance.provider_script import script_tag
+from recoverykit.conformance.scenarios import FIRST_HOLD, Scenario, all_scenarios
+from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, RECOVERY_POINTS, Reach
+from recoverykit.model.errors import InvalidArgument, RecoveryKitError
+
+TRACE_KIND = "recoverykit-chaos-trace"
+TRACE_VERSION = 1
+TRACE_FILE = "trace.json"
+QUIESCE_S = 30.0
+TOOL_POINTS = ("tool.running", "tool.finished.uncommitted")
+HOLD_POINTS = ("provider.request.inflight", "provider.response.midstream")
+
+
+@dataclass
+class Trace:
+    """scenario -> point -> hits reached; scenarios left out, with the reason; what the dry run cost.
+
+    ``failed`` holds the scenarios whose dry run broke off: their cases are missing, so a run that
+    enumerates from this trace cannot be valid (missing evidence is unknown). ``undeclared`` holds, per
+    scenario, the runtime points of its profile the adapter does not declare: no dry run can see them,
+    so they get one case each, reported not implemented, never dropped.
+    """
+
+    adapter: dict[str, Any]
+    reached: dict[str, dict[str, int]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    undeclared: dict[str, list[str]] = field(default_factory=dict)
+
+    def hits(self, scenario: str) -> dict[str, int]:
+        """point -> hits to enumerate: what the dry run reached, and one for each undeclared point."""
+        out = {p: 1 for p in self.undeclared.get(scenario, [])}
+        out.update(self.reached.get(scenario, {}))
+        return out
+
+    @property
+    def total_s(self) -> float:
+        return round(sum(self.seconds.values()), 3)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": TRACE_KIND, "version": TRACE_VERSION, "adapter": self.adapter,
+                "reached": {s: dict(sorted(p.items())) for s, p in sorted(self.reached.items())},
+                "skipped": dict(sorted(self.skipped.items())), "failed": dict(sorted(self.failed.items())),
+                "undeclared": {s: sorted(p) for s, p in sorted(self.undeclared.items())},
+                "seconds": {s: round(v, 3) for s, v in sorted(self.seconds.items())}, "total_s": self.total_s}
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+        path.chmod(0o600)
+        return path
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "the trace") -> Trace:
+        if not isinstance(doc, dict) or doc.get("kind") != TRACE_KIND:
+            raise InvalidArgument(f"{where} is not a chaos dry-run trace (kind {TRACE_KIND!r}); "
+                                  f"write one with `recoverykit chaos --list --out DIR` ({TRACE_FILE})")
+        reached, skipped, failed = doc.get("reached"), doc.get("skipped", {}), doc.get("failed", {})
+        ok = (isinstance(reached, dict) and isinstance(skipped, dict) and isinstance(failed, dict)
+              and isinstance(doc.get("adapter"), dict)
+              and all(isinstance(p, dict) and all(isinstance(k, str) and type(v) is int and v >= 0
+                                                  for k, v in p.items()) for p in reached.values()))
+        if not ok:
+            raise InvalidArgument(f"{where}: `reached` must map scenario -> point -> a whole number of hits")
+        unknown = sorted({p for pts in reached.values() for p in pts if p not in POINTS_BY_NAME})
+        if unknown:
+            raise InvalidArgument(f"{where} names interruption points the catalogue does not have: {unknown}")
+        seconds = doc.get("seconds") if isinstance(doc.get("seconds"), dict) else {}
+        return cls(doc["adapter"], {s: dict(p) for s, p in reached.items()},
+                   {str(k): str(v) for k, v in skipped.items()},
+                   {str(k): float(v) for k, v in seconds.items() if isinstance(v, int | float)},
+                   {str(k): str(v) for k, v in failed.items()},
+                   {str(k): [str(p) for p in v] for k, v in (doc.get("undeclared") or {}).items()
+                    if isinstance(v, list)})
+
+    @classmethod
+    def read(cls, path: str | Path) -> Trace:
+        path = Path(path)
+        if path.is_dir():
+            path = path / TRACE_FILE
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InvalidArgument(f"cannot read the dry-run trace {path}: {exc}") from None
+        return cls.from_dict(doc, str(path))
+
+
+def _declared_runtime_points(declared: dict[str, Any], recovery: bool) -> list[str]:
+    return [p for p in declared["failpoints"] if p in POINTS_BY_NAME and POINTS_BY_NAME[p].reach is Reach.RUNTIME
+            and (p in RECOVERY_POINTS) == recovery]
+
+
+def _spec(points: Iterable[str]) -> str:
+    return ";".join(f"{p}=sleep(0)" for p in points)
+
+
+def _submit_all(env: CaseEnv, scenario: Scenario) -> None:
+    for session in scenario.sessions:
+        env.request_async("submit", session_id=f"dry-{scenario.id}-{session}", client_msg_id=f"{session}-1",
+                          text=f"dry run {script_tag(scenario.script_id(session))}")
+
+
+def _reports_settled(env: CaseEnv, quiet_s: float = 0.2, limit_s: float = 3.0) -> None:
+    """A report is written just before the runtime goes on, so the run can look quiescent before the
+    broker has read the last one (completion.commit.before_projection): wait until no new report comes."""
+    deadline, count, since = time.monotonic() + limit_s, len(env.broker.hits()), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+        time.sleep(0.02)
+        now = len(env.broker.hits())
+        if now != count:
+            count, since = now, time.monotonic()
+
+
+def _runtime_hits(env: CaseEnv, points: Iterable[str]) -> dict[str, int]:
+    """point -> the largest per-process hit number the broker recorded."""
+    _reports_settled(env)
+    wanted, out = set(points), {}
+    for hit in env.broker.hits():
+        if hit.point in wanted:
+            out[hit.point] = max(out.get(hit.point, 0), int(hit.hit))
+    return out
+
+
+def _environment_hits(env: CaseEnv, scenario: Scenario) -> dict[str, int]:
+    """Points the kit holds itself: requested steps per script (ledger), probe executions (witness)."""
+    steps: dict[str, set[int]] = {}
+    for record in env.provider.records():
+        if record.get("event") == "request" and record.get("script_id") is not None:
+            steps.setdefault(record["script_id"], set()).add(int(record.get("step") or 0))
+    mine = {s for s in scenario.sessions}
+    most = max((len(v) for k, v in steps.items() if k in mine), default=0)
+    out = {p: most for p in HOLD_POINTS if most}
+    if scenario.tools and any(e.tool in scenario.tools for e in env.witness().executions):
+        out.update({p: 1 for p in TOOL_POINTS})
+    return out
+
+
+def _undeclared(scenario: Scenario, declared: dict[str, Any]) -> list[str]:
+    mine = set(declared["failpoints"])
+    return [p.name for p in INTERRUPTION_POINTS if p.reach is Reach.RUNTIME and p.profile is scenario.profile
+            and p.name not in mine and (p.name not in RECOVERY_POINTS or _wants_recovery(scenario))]
+
+
+def _wants_recovery(scenario: Scenario) -> bool:
+    return scenario.chaos.points is None or any(p in RECOVERY_POINTS for p in scenario.chaos.points)
+
+
+def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared: dict[str, Any], *,
+                   base_dir: str | Path | None = None, timeout_s: float = 20.0) -> dict[str, int]:
+    """One scenario's points and hits against this adapter (one pass, two with recovery points)."""
+    reached: dict[str, int] = {}
+    plain = _declared_runtime_points(declared, recovery=False)
+    env = CaseEnv(adapter, scenario.provider_script(chaos=True), base_dir=base_dir, timeout_s=timeout_s)
+    try:
+        env.start()
+        env.start_runtime(failpoints=_spec(plain))
+        _submit_all(env, scenario)
+        env.wait_pending()
+        env.quiesce(QUIESCE_S)
+        reached.update(_runtime_hits(env, plain))
+        reached.update(_environment_hits(env, scenario))
+    finally:
+        env.close()
+        env.remove()
+    recovery = _declared_runtime_points(declared, recovery=True)
+    if recovery and _wants_recovery(scenario):
+        env = CaseEnv(adapter, scenario.provider_script(FIRST_HOLD, chaos=True), base_dir=base_dir,
+                      timeout_s=timeout_s)
+        try:
+            env.start()
+            env.start_runtime()
+            _submit_all(env, scenario)
+            env.provider.wait_for_held(timeout_s)
+            restarts.tree_kill(env, "tree_kill")
+            env.release_holds(cut_provider=True)
+            env.start_runtime(failpoints=_spec(recovery))
+            env.auto_release()
+            env.wait_pending()
+            env.quiesce(QUIESCE_S)
+            reached.update(_runtime_hits(env, recovery))
+        finally:
+            env.close()
+            env.remove()
+    return reached
+
+
+def dry_run(adapter: str | list[str] | None, declared: dict[str, Any], *,
+            scenarios: Sequence[Scenario] | None = None, base_dir: str | Path | None = None,
+            timeout_s: float = 20.0) -> Trace:
+    """The trace of every scenario in ``scenarios`` against the adapter described by ``declared``."""
+    trace = Trace({k: declared[k] for k in ("name", "version", "failpoints", "restart_kinds", "profiles")
+                   if k in declared})
+    for scenario in all_scenarios() if scenarios is None else scenarios:
+        if not scenario.has_chaos:
+            trace.skipped[scenario.id] = scenario.chaos.none
+            continue
+        if scenario.profile.value not in declared["profiles"]:
+            trace.skipped[scenario.id] = f"profile {scenario.profile.value} not declared by the adapter"
+            continue
+        t0 = time.monotonic()
+        trace.undeclared[scenario.id] = _undeclared(scenario, declared)
+        try:
+            trace.reached[scenario.id] = trace_scenario(scenario, adapter, declared, base_dir=base_dir,
+                                                        timeout_s=timeout_s)
+        except (RecoveryKitError, OSError) as exc:
+            trace.failed[scenario.id] = f"the dry run could not complete: {type(exc).__name__}: {exc}"[:500]
+        trace.seconds[scenario.id] = time.monotonic() - t0
+    return trace
