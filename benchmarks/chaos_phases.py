@@ -19,10 +19,10 @@ from pathlib import Path
 from recoverykit.chaos import killer, restarts, runner, spares
 from recoverykit.chaos.case_env import CaseEnv
 from recoverykit.chaos.cases import parse_case_id
-from recoverykit.conformance.scenarios import scenario_named
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.checker import Evidence, check
 from recoverykit.conformance.provider_script import script_tag
+from recoverykit.conformance.scenarios import scenario_named
 
 DEFAULT_CASE = "chat_unknown_write/tool.result.commit.before/1/tree_kill"
 WHOSE = {"environment + init": "kit", "start": "runtime", "run to the point": "runtime + probe",
