@@ -26,11 +26,11 @@ def test_sessions_together_reaches_the_recovery_point_with_one_worker(tmp_path, 
     monkeypatch.setenv("RECOVERYKIT_WARM_SPARES", "0")
     case = parse_case_id(f"sessions_together/recovery.claim.after/1/{kind}")
     t0 = time.monotonic()
-    result = run_case(case, None, base_dir=tmp_path / "runs", bundle_dir=tmp_path / "bundles", timeout_s=10.0)
+    result = run_case(case, None, base_dir=tmp_path / "runs", bundle_dir=tmp_path / "bundles", timeout_s=20.0)
     took = time.monotonic() - t0
     assert result["status"] == "passed", (result["status"], result.get("why"), result["violations"][:3])
     assert result["verdict"] == "valid"
     assert result["reached"]["via"] == "failpoint" and result["reached"]["hit"] == 1
     assert result["leftovers"] == []
     assert took < 60
-    assert marked_by(os.getpid()) == []
+    assert [p.pid for p in marked_by(os.getpid())] == []
