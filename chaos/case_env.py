@@ -80,7 +80,7 @@ class CaseEnv:
         self._spare_for_next = (argv, base_dir) if spares.enabled() else None
         self._lock = threading.Lock()
         self._pending: list[tuple[Any, PendingCall, threading.Thread]] = []
-        self._auto = threading.Event()
+        self._auto = threading.Event()  # set: the auto-release loop also releases failpoint pauses
         self._closing = threading.Event()
         self._auto_thread: threading.Thread | None = None
         self.reaped: list[int] = []
@@ -225,16 +225,22 @@ class CaseEnv:
         self.broker.release_all()
         self.provider.release(cut=cut_provider)
 
-    def auto_release(self) -> None:
-        """From now on release every new hold at once (a re-run probe must not hang the case)."""
+    def auto_release(self, *, broker: bool = True) -> None:
+        """From now on release every new hold at once (a re-run probe must not hang the case).
+
+        ``broker=False`` releases only the environment's provider holds and leaves failpoint pauses held:
+        after the first crash of a recovery-point case, a held request of a session that had not been
+        served yet would otherwise keep a worker busy while the case waits for the recovery point.
+        """
+        if broker:
+            self._auto.set()
         if self._auto_thread is not None:
             return
-        self._auto.clear()
 
         def loop() -> None:
             while not self._closing.is_set():
                 with contextlib.suppress(Exception):
-                    if self.broker.held():
+                    if self._auto.is_set() and self.broker.held():
                         self.broker.release_all()
                     if self.provider.held():
                         self.provider.release()

@@ -90,6 +90,15 @@ def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | 
     return None
 
 
+def _not_reached_why(env: CaseEnv, case: Case, timeout: float) -> str:
+    """Why a case is unknown: the point, and what the environment saw instead (for the bundle's reader)."""
+    seen = [f"{h.point}#{h.hit} pid {h.pid}" + ("" if h.held else " (not held)") for h in env.broker.hits()]
+    held = [f"{h.script_id} step {h.step}" for h in env.provider.held()]
+    return (f"{case.point} hit {case.hit} was never reached (waited up to {timeout:g} s, or until the runtime "
+            f"went quiet): unknown, not a pass; failpoint reports: {', '.join(seen) or 'none'}; provider "
+            f"requests still held: {', '.join(held) or 'none'}")
+
+
 def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) -> None:
     """The user acts while recovery is held: Pause / End / new input must take priority."""
     for work_id in work_ids:
@@ -130,12 +139,16 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             env.provider.wait_for_held(timeout_s)
             restarts.tree_kill(env, "tree_kill")
             env.release_holds(cut_provider=True)
+            # The hold was only there to crash with a request in flight. Every session's script holds its
+            # first request, so a session not served before the crash would be held now, keeping a worker
+            # busy while the recovering item waits for one: answer the provider at once from here on.
+            env.auto_release(broker=False)
             env.start_runtime(failpoints=arm_recovery(case))
         reached = _wait_reached(env, case, timeout_s)
         timings["reached"] = time.monotonic() - t0
         result["reached"] = reached
         if reached is None:
-            result.update(status="not_reached", why=f"{case.point} hit {case.hit} was never reached")
+            result.update(status="not_reached", why=_not_reached_why(env, case, timeout_s))
             env.auto_release()
             return result
         before = env.observe()
