@@ -205,3 +205,14 @@ def test_ping_shows_hostile_adapter_names_as_escapes(tmp_path):
     assert "Traceback" not in both and seconds < 100
     assert not RAW.search(both)
     assert "adapter: [/] 1.0 [[x]] \\x1b[31mred\\x1b[0m \\x07\\x08 (protocol" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_shows_hostile_adapter_text_as_escapes(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           f"--recoverykit-adapter={sys.executable} {PROXY} raw_submit", "-k", "chat_read_tool"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "[/var/lib/x] [[x]] [bold]b[/bold] \\x1b[2K\\x0dverdict: valid" in done.stdout
+    assert not RAW.search(done.stdout + done.stderr)
