@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -99,10 +100,23 @@ class _Server(ThreadingHTTPServer):
     def shutdown_request(self, request: Any) -> None:
         with self._live_lock:
             self._live.pop(request, None)
-        super().shutdown_request(request)
+        with contextlib.suppress(OSError):
+            request.shutdown(socket.SHUT_WR)
+            # Bytes the handler never read (a refused body) would make close() send a reset, which can
+            # destroy the answer before the client reads it: take what has arrived, without waiting.
+            for _ in range(16):
+                if not request.recv(65536, socket.MSG_DONTWAIT):
+                    break
+        self.close_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A handler that failed (a client gone mid-reply, a late request after close): never a traceback."""
+        """A handler that failed (a client gone mid-reply, a late request after close): never a traceback.
+
+        What failed is kept in the ledger (``handler_error``) while it is open, not printed on the kit's stderr.
+        """
+        exc = sys.exception()
+        with contextlib.suppress(Exception):
+            self.provider.ledger.append("handler_error", error=f"{type(exc).__name__}: {exc}"[:500])
 
     def live(self) -> list[threading.Thread]:
         with self._live_lock:
