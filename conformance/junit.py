@@ -3,6 +3,7 @@
 Mapping: valid passes; invalid is a ``<failure>`` (the clause's definition and the reproduction);
 unknown is an ``<error>`` of type ``unknown`` (missing evidence is not a pass, and not a proven
 failure either); not applicable is ``<skipped>`` with the reason "profile not declared".
+Every value goes through ``safe_text.xml_text``: adapter text may hold characters XML 1.0 cannot carry.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recoverykit.conformance.safe_text import xml_text as x
 from recoverykit.model.catalogue import Verdict
 
 if TYPE_CHECKING:
@@ -20,24 +22,24 @@ if TYPE_CHECKING:
 def junit_tree(cert: Certification) -> ET.ElementTree:
     counts = {v: sum(1 for c in cert.cases if c.verdict is v) for v in Verdict}
     suite = ET.Element("testsuite", {
-        "name": f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)}",
+        "name": x(f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)}"),
         "tests": str(len(cert.cases)), "failures": str(counts[Verdict.INVALID]),
         "errors": str(counts[Verdict.UNKNOWN]), "skipped": str(counts[Verdict.NOT_APPLICABLE]),
         "time": f"{cert.seconds:.3f}"})
     props = ET.SubElement(suite, "properties")
     for name, value in (("verdict", cert.verdict.value), ("seed", str(cert.seed)), ("adapter", cert.adapter)):
-        ET.SubElement(props, "property", {"name": name, "value": value})
+        ET.SubElement(props, "property", {"name": name, "value": x(value)})
     for case in cert.cases:
-        el = ET.SubElement(suite, "testcase", {"classname": f"recoverykit.{case.kind}", "name": case.name,
+        el = ET.SubElement(suite, "testcase", {"classname": x(f"recoverykit.{case.kind}"), "name": x(case.name),
                                                "time": f"{case.seconds:.3f}"})
-        body = "\n".join([case.message, *case.program, f"bundle: {case.bundle}" if case.bundle else "",
-                          f"replay: {cert.replay_command(case.name)}"]).strip()
+        body = x("\n".join([case.message, *case.program, f"bundle: {case.bundle}" if case.bundle else "",
+                            f"replay: {cert.replay_command(case.name)}"]).strip())
         if case.verdict is Verdict.INVALID:
-            ET.SubElement(el, "failure", {"message": case.message[:500], "type": "invalid"}).text = body
+            ET.SubElement(el, "failure", {"message": x(case.message[:500]), "type": "invalid"}).text = body
         elif case.verdict is Verdict.UNKNOWN:
-            ET.SubElement(el, "error", {"message": case.message[:500], "type": "unknown"}).text = body
+            ET.SubElement(el, "error", {"message": x(case.message[:500]), "type": "unknown"}).text = body
         elif case.verdict is Verdict.NOT_APPLICABLE:
-            ET.SubElement(el, "skipped", {"message": "profile not declared"}).text = case.message
+            ET.SubElement(el, "skipped", {"message": "profile not declared"}).text = x(case.message)
     suites = ET.Element("testsuites")
     suites.append(suite)
     return ET.ElementTree(suites)

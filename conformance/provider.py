@@ -11,14 +11,23 @@ cumulative ``usage`` in every chunk (a runtime must settle by watermark, never b
 A scripted hold parks the request and tells the kit (``wait_for_held``), which makes "provider
 request in flight" and "response mid-stream" reachable without the runtime's cooperation; the kit
 then kills the runtime, or ``release``s the request. Kit endpoints for an out-of-process kit:
-``GET /_kit/held``, ``POST /_kit/release`` (``{"seq": N}`` or ``{}`` for all), ``GET /_kit/ledger``.
+``GET /_kit/held``, ``POST /_kit/release`` (``{"seq": N}`` or ``{}`` for all), ``GET /_kit/ledger``;
+each needs ``provider.token`` (a random secret of this provider) in the ``X-Recoverykit-Token`` header.
+
+``close()`` is bounded: handler threads are daemons, and a connection still open after a short grace
+(a process that escaped the run and holds a socket, a client that sent half a request) is shut down
+under its handler, which is then given a bounded time to record how its request ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import secrets
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -66,11 +75,60 @@ class Planned:
     step: Step
 
 
+CLOSE_GRACE_S = 1.0  # in-flight replies may finish on their own before their connections are shut down
+CLOSE_JOIN_S = 3.0  # then each handler has this long, in all, to notice and write its response record
+
+
 class _Server(ThreadingHTTPServer):
-    daemon_threads = False
-    block_on_close = True
+    daemon_threads = True  # a handler a foreign client keeps busy must never keep the kit alive
+    block_on_close = False  # close() joins the handlers itself, with a bound
     allow_reuse_address = False
     provider: ScriptedProvider
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._live: dict[socket.socket, threading.Thread] = {}
+        self._live_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
+                                  name="scripted-provider-request", daemon=True)
+        with self._live_lock:
+            self._live[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._live_lock:
+            self._live.pop(request, None)
+        with contextlib.suppress(OSError):
+            request.shutdown(socket.SHUT_WR)
+            # Bytes the handler never read (a refused body) would make close() send a reset, which can
+            # destroy the answer before the client reads it: take what has arrived, without waiting.
+            for _ in range(16):
+                if not request.recv(65536, socket.MSG_DONTWAIT):
+                    break
+        self.close_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A handler that failed (a client gone mid-reply, a late request after close): never a traceback.
+
+        What failed is kept in the ledger (``handler_error``) while it is open, not printed on the kit's stderr.
+        """
+        exc = sys.exception()
+        with contextlib.suppress(Exception):
+            self.provider.ledger.append("handler_error", error=f"{type(exc).__name__}: {exc}"[:500])
+
+    def live(self) -> list[threading.Thread]:
+        with self._live_lock:
+            return list(self._live.values())
+
+    def cut_all(self) -> None:
+        """Shut down every open connection, so a handler blocked reading or writing it returns at once."""
+        with self._live_lock:
+            sockets = list(self._live)
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed by its client
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class ScriptedProvider:
@@ -89,6 +147,7 @@ class ScriptedProvider:
         self._open: set[int] = set()  # admitted requests whose response record is not written yet
         self._resume_from(read_ledger(ledger_path))
         self._closing = False
+        self.token = secrets.token_hex(16)  # for the /_kit/ endpoints (X-Recoverykit-Token)
         try:
             self._server = _Server(("127.0.0.1", port), Handler)
         except OSError as exc:
@@ -230,13 +289,21 @@ class ScriptedProvider:
         return self.ledger.records()
 
     def close(self) -> None:
-        """Cut every held request, stop serving, join every handler thread, close the ledger."""
+        """Cut every held request, stop serving, end every connection, close the ledger: never forever.
+
+        Handlers get ``CLOSE_GRACE_S`` to finish; the connections still open then are shut down, and
+        their handlers get ``CLOSE_JOIN_S`` in all to record how their requests ended. A handler still
+        running after that is a daemon thread, abandoned (its late ledger write fails quietly).
+        """
         with self._lock:
             if self._closing:
                 return
             self._closing = True
         self.release(cut=True)
         self._server.shutdown()
+        _join(self._server.live(), CLOSE_GRACE_S)
+        self._server.cut_all()
+        _join(self._server.live(), CLOSE_JOIN_S)
         self._server.server_close()
         self._thread.join(timeout=10)
         self.ledger.close()
@@ -246,6 +313,12 @@ class ScriptedProvider:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _join(threads: list[threading.Thread], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _conversation(body: dict[str, Any]) -> dict[str, Any]:

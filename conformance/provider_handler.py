@@ -2,11 +2,20 @@
 
 Kept apart from ``provider`` (which owns the decisions, the holds and the ledger) so that this
 module only turns a planned reply into bytes on the wire and records what actually got out.
+
+Whatever arrives, the answer is JSON and nothing reaches the kit's stderr: a malformed request (a bad
+request line, ``Content-Length: abc`` or negative, a body that is not what an endpoint takes) gets a
+400 with an OpenAI-style error, and the ``/_kit/`` endpoints answer 403 unless the request carries the
+provider's per-run token in ``X-Recoverykit-Token`` (a runtime, or anything else on 127.0.0.1, must
+not release its own holds or read the ledger).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import json
+import re
 import select
 import socket
 import time
@@ -17,6 +26,9 @@ if TYPE_CHECKING:
     from recoverykit.conformance.provider import Planned, ScriptedProvider
 
 MAX_BODY = 16 * 1024 * 1024
+TOKEN_HEADER = "X-Recoverykit-Token"
+KIT_PREFIX = "/_kit/"
+_DIGITS = re.compile(r"[0-9]{1,20}")
 COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
 _SERVES = "this provider serves POST /v1/chat/completions (and GET /v1/models)"
 
@@ -56,6 +68,16 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the ledger is the record
         pass
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own refusals (bad request line, header too long, unknown method) as JSON too."""
+        short = self.responses.get(code, ("error", ""))[0]
+        text = f"{message or short}; {_SERVES}"
+        self.close_connection = True
+        if self.request_version == self.default_request_version:  # the line did not parse: answer with a status line
+            self.request_version = "HTTP/1.0"
+        with contextlib.suppress(OSError, ValueError):  # the client is gone, or the ledger closed under a late request
+            self._reject(code, text, "bad_request" if code == 400 else short.lower().replace(" ", "_"))
+
     # -- plumbing ----------------------------------------------------------------------------
 
     def _send_json(self, status: int, payload: Any, request_id: str | None = None) -> None:
@@ -72,8 +94,33 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _reject(self, status: int, message: str, code: str) -> None:
-        self.provider.ledger.append("rejected", path=self.path, status=status, reason=message)
+        self.provider.ledger.append("rejected", path=getattr(self, "path", None), status=status, reason=message)
         self._send_json(status, error_body(message, code=code))
+
+    def _kit_allowed(self) -> bool:
+        """A ``/_kit/`` request carries this run's token; else it is refused with 403 (and False)."""
+        sent = self.headers.get(TOKEN_HEADER) or ""
+        if hmac.compare_digest(sent.encode("utf-8", "replace"), self.provider.token.encode()):
+            return True
+        self._reject(403, f"the kit endpoints need this run's token in the {TOKEN_HEADER} header", "forbidden")
+        return False
+
+    def _body_length(self) -> int | None:
+        """The declared body length, or None after answering 400/411/413 for a bad or missing one."""
+        declared = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding"):
+            self._reject(411, "send the body with a Content-Length, not Transfer-Encoding", "length_required")
+            return None
+        if declared is None:
+            return 0
+        if not _DIGITS.fullmatch(declared.strip()):
+            self._reject(400, f"Content-Length {declared[:40]!r} is not a non-negative integer", "bad_content_length")
+            return None
+        length = int(declared)
+        if length > MAX_BODY:
+            self._reject(413, f"request body of {length} bytes is over the {MAX_BODY} byte limit", "body_too_large")
+            return None
+        return length
 
     def _cut_connection(self) -> None:
         self.close_connection = True
@@ -94,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
     # -- routes ------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
+        if self.path.startswith(KIT_PREFIX) and not self._kit_allowed():
+            return
         if self.path.rstrip("/") == "/v1/models":
             models = sorted({s.model for s in self.provider.script.scripts})
             self._send_json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "recoverykit"}
@@ -112,19 +161,19 @@ class Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = _not_allowed
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._reject(413, f"request body of {length} bytes is over the {MAX_BODY} byte limit", "body_too_large")
+        if self.path.startswith(KIT_PREFIX) and not self._kit_allowed():
+            return
+        length = self._body_length()
+        if length is None:
             return
         raw = self.rfile.read(length) if length else b""
         try:
             body = json.loads(raw or b"null")
-        except ValueError as exc:
+        except ValueError as exc:  # also invalid UTF-8 (UnicodeDecodeError is a ValueError)
             self._reject(400, f"the request body is not valid JSON ({exc})", "invalid_json")
             return
         if self.path == "/_kit/release":
-            seq = body.get("seq") if isinstance(body, dict) else None
-            self._send_json(200, {"released": self.provider.release(seq, cut=bool((body or {}).get("cut")))})
+            self._release(body)
             return
         if self.path.rstrip("/") not in COMPLETIONS_PATHS:
             self._reject(404, f"unknown path {self.path!r}; {_SERVES}", "unknown_url")
@@ -141,6 +190,16 @@ class Handler(BaseHTTPRequestHandler):
                                         cut=None)
             return
         self._serve_plan(plan, body)
+
+    def _release(self, body: Any) -> None:
+        body = {} if body is None else body
+        seq, cut = (body.get("seq"), body.get("cut", False)) if isinstance(body, dict) else (None, None)
+        if (not isinstance(body, dict) or not (seq is None or (isinstance(seq, int) and not isinstance(seq, bool)))
+                or not isinstance(cut, bool)):
+            self._reject(400, 'the body must be a JSON object {"seq": N or null, "cut": true or false}',
+                         "invalid_request")
+            return
+        self._send_json(200, {"released": self.provider.release(seq, cut=cut)})
 
     # -- the scripted reply ------------------------------------------------------------------
 

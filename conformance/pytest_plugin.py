@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from recoverykit.conformance.safe_text import visible
 from recoverykit.model.catalogue import Verdict
 
 _PROFILES: dict[str, set[str]] = {}  # adapter command -> declared profiles, learned by the first run
@@ -71,7 +72,7 @@ class ScenarioItem(pytest.Item):
             case = excinfo.value.case
             lines = [f"{case.verdict.value}: {case.message}", *case.program]
             lines += [f"run directory: {p}" for p in case.run_dirs]
-            return "\n".join(lines)
+            return "\n".join(visible(line) for line in lines)  # adapter text: no raw escape reaches the terminal
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

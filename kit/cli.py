@@ -70,6 +70,15 @@ def cli() -> None:
     """
 
 
+def _visible(exc: BaseException) -> str:
+    """An error's text may quote the adapter: show its control characters as escapes (safe_text)."""
+    try:
+        from recoverykit.conformance.safe_text import visible
+    except Exception:  # the layer itself is broken: still never echo a raw control character
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
+    return visible(exc)
+
+
 def _internal_error(exc: BaseException) -> Exit:
     import tempfile
     import traceback
@@ -77,7 +86,7 @@ def _internal_error(exc: BaseException) -> Exit:
     with tempfile.NamedTemporaryFile("w", prefix="recoverykit-crash-", suffix=".txt", delete=False) as f:
         traceback.print_exception(exc, file=f)
     click.echo(
-        f"recoverykit internal error ({type(exc).__name__}: {exc}). This is a defect in the kit, not a "
+        f"recoverykit internal error ({type(exc).__name__}: {_visible(exc)}). This is a defect in the kit, not a "
         f"verdict on your runtime; the traceback is in {f.name}. Please report it with that file.",
         err=True,
     )
@@ -99,11 +108,11 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         code = Exit.USAGE
     except UsageError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {_visible(exc)}", err=True)
         code = Exit.USAGE
     except RecoveryKitError as exc:
         # A kit-raised error that reached the top without a verdict: say what it was, no traceback.
-        click.echo(f"Error ({type(exc).__name__}): {exc}", err=True)
+        click.echo(f"Error ({type(exc).__name__}): {_visible(exc)}", err=True)
         code = Exit.UNKNOWN
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import click
+from recoverykit.conformance.safe_text import rich_text
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.errors import InvalidArgument
 from rich.console import Console
@@ -86,8 +87,8 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
 
 
 def _table(cert, console: Console) -> None:
-    table = Table(title=f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)} "
-                        f"{cert.adapter_info.get('version', '')}")
+    table = Table(title=rich_text(f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)} "
+                                  f"{cert.adapter_info.get('version', '')}"))
     table.add_column("clause")
     table.add_column("verdict")
     table.add_column("required")
@@ -105,20 +106,21 @@ def _table(cert, console: Console) -> None:
                   "every clause is in results.json", highlight=False)
     for case in cert.cases:
         if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN):
-            console.print(f"[{STYLE[case.verdict.value]}]{case.verdict.value}[/] {case.name}: {case.message}",
-                          markup=True, highlight=False)
+            console.print(rich_text(case.verdict.value, STYLE[case.verdict.value]),
+                          rich_text(f"{case.name}: {case.message}"), highlight=False)
             for line in case.program:
-                console.print(f"    {line}", markup=False, highlight=False)
+                console.print(rich_text(f"    {line}"), highlight=False)
             if case.bundle:
-                console.print(f"    bundle: {case.bundle}", markup=False, highlight=False)
-                console.print(f"    replay: {cert.replay_command(case.name)}", markup=False, highlight=False)
+                console.print(rich_text(f"    bundle: {case.bundle}"), highlight=False)
+                console.print(rich_text(f"    replay: {cert.replay_command(case.name)}"), highlight=False)
     unjudged = sorted(c for c in cert.required if cert.clauses.get(c) is not Verdict.VALID
                       and cert.clauses.get(c) is not Verdict.INVALID)
     if unjudged:
         console.print(f"[yellow]required but never judged valid[/] (missing evidence is not a pass): "
                       f"{', '.join(unjudged)}", highlight=False)
-    console.print(f"verdict: [{STYLE[cert.verdict.value]}]{cert.verdict.value}[/]  (seed {cert.seed}, "
-                  f"{cert.seconds:.1f} s; results: {cert.out / 'results.json'}, junit: {cert.out / 'junit.xml'})")
+    console.print("verdict:", rich_text(cert.verdict.value, STYLE[cert.verdict.value]),
+                  rich_text(f" (seed {cert.seed}, {cert.seconds:.1f} s; results: {cert.out / 'results.json'}, "
+                            f"junit: {cert.out / 'junit.xml'})"))
 
 
 @click.command()
@@ -137,6 +139,7 @@ def check(bundle: Path, as_json: bool) -> None:
     else:
         console = Console()
         for r in results:
-            console.print(f"[{STYLE[r.verdict.value]}]{r.verdict.value:8}[/] {r.text}", highlight=False)
+            console.print(rich_text(f"{r.verdict.value:8}", STYLE[r.verdict.value]), rich_text(r.text),
+                          highlight=False)
         console.print(f"verdict: [{STYLE[verdict.value]}]{verdict.value}[/]")
     sys.exit(verdict.exit_code)

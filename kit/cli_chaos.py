@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import click
+from recoverykit.conformance.safe_text import visible
 from recoverykit.errors import UsageError
 from recoverykit.model.catalogue import Verdict
 from recoverykit.model.errors import InvalidArgument
@@ -35,21 +36,21 @@ def _progress(total: int, quiet: bool):
         if quiet:
             return
         extra = result.get("why") or "; ".join(result.get("violations", [])[:1])
-        click.echo(f"[{done['n']}/{total} {time.monotonic() - t0:6.1f}s] {result['status']:<15} {result['id']}"
-                   + (f"  ({extra[:160]})" if extra and result["status"] != "passed" else ""), err=True)
+        line = f"[{done['n']}/{total} {time.monotonic() - t0:6.1f}s] {result['status']:<15} {result['id']}"
+        click.echo(visible(line + (f"  ({extra[:160]})" if extra and result["status"] != "passed" else "")), err=True)
     return show
 
 
 def _summary(doc: dict, out: Path | None) -> None:
     cov = doc.get("coverage", {})
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(doc.get("statuses", {}).items()))
-    click.echo(f"verdict: {doc['verdict']} ({statuses}); coverage {cov.get('exercised_cells')}/"
-               f"{cov.get('declared_cells')} declared cells ({cov.get('percent')} %) in {doc.get('wall_s')} s",
+    click.echo(visible(f"verdict: {doc['verdict']} ({statuses}); coverage {cov.get('exercised_cells')}/"
+                       f"{cov.get('declared_cells')} declared cells ({cov.get('percent')} %) in {doc.get('wall_s')} s"),
                err=True)
     for reason in doc.get("reasons", [])[:10]:
-        click.echo(f"  - {reason}", err=True)
+        click.echo(f"  - {visible(reason)}", err=True)
     if out is not None:
-        click.echo(f"results and report: {out}", err=True)
+        click.echo(f"results and report: {visible(out)}", err=True)
 
 
 @click.command()
@@ -116,7 +117,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
                        f"{len(cases)} case(s) in this selection; trace: {out / TRACE_FILE}", err=True)
     if list_only:
         for case in cases if random_waves is None else []:
-            click.echo(case.id)
+            click.echo(visible(case.id))
         return 0
     if random_waves is not None:
         reap_stale()
@@ -154,7 +155,7 @@ def merge(parts, out_dir, as_json, check_report) -> int:
                 raise InvalidArgument("--check-report takes two paths: report.json results.json")
             problems = merging.check_report(parts[0], parts[1])
             for p in problems:
-                click.echo(f"report does not match: {p}", err=True)
+                click.echo(f"report does not match: {visible(p)}", err=True)
             if not problems:
                 click.echo("report matches its results", err=True)
             return 1 if problems else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -30,7 +31,10 @@ def env() -> None:
               type=click.Path(dir_okay=False), help="Where the ledger is appended.")
 @click.option("--port", default=0, show_default=True, help="TCP port on 127.0.0.1 (0: the OS picks one).")
 def provider(script_path: str, ledger_path: str, port: int) -> None:
-    """Serve the scripted OpenAI-compatible provider until interrupted (prints its base URL as JSON)."""
+    """Serve the scripted OpenAI-compatible provider until interrupted.
+
+    Prints its base URL, ledger and the token its /_kit/ endpoints need (X-Recoverykit-Token) as JSON.
+    """
     from pydantic import ValidationError
     from recoverykit.conformance.provider import serve
 
@@ -41,7 +45,9 @@ def provider(script_path: str, ledger_path: str, port: int) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    click.echo(json.dumps({"base_url": running.base_url, "ledger": str(Path(ledger_path).resolve())}))
+    click.echo(json.dumps({"base_url": running.base_url, "ledger": str(Path(ledger_path).resolve()),
+                           "token": running.token}), nl=True)
+    sys.stdout.flush()
     try:
         stop.wait()
     finally:

@@ -53,8 +53,10 @@ def ping(adapter: str, timeout_s: float, out: str | None, max_line_bytes: int | 
         result = run_ping(adapter, timeout_s=timeout_s, out=out, max_line_bytes=max_line_bytes, start=start)
     except AdapterCommandError as exc:
         raise UsageError(str(exc)) from None
+    from recoverykit.conformance.safe_text import visible
+
     for line in result.lines:
-        click.echo(line)
+        click.echo(visible(line))
     if result.error:
-        click.echo(result.error, err=True)
+        click.echo(visible(result.error), err=True)
     click.get_current_context().exit(result.exit_code)

@@ -189,7 +189,8 @@ def test_close_cuts_held_requests(tmp_path):
 
 def _raw(provider, path, body: bytes | None, method="POST"):
     url = provider.base_url.removesuffix("/v1") + path
-    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", "X-Recoverykit-Token": provider.token}  # the kit's own call
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
