@@ -9,6 +9,7 @@ failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 import click
+from recoverykit.conformance.out_dir import claim
+from recoverykit.conformance.private_files import privatize
 from recoverykit.errors import UsageError
 from recoverykit.model.catalogue import Verdict
 from recoverykit.model.errors import InvalidArgument
@@ -99,22 +102,26 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="recoverykit-chaos-"))
-    out.mkdir(parents=True, exist_ok=True)
-    out.chmod(0o700)
-    if random_waves is not None:
-        reap_stale()
-        t0, started = time.monotonic(), time.time()
-        declared = systematic.declare(adapter, out / "runs")
-        results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
-                                  progress=_progress(random_waves, quiet))
-        doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
-                                          selection={"random": random_waves, "seed": seed}, seed=seed,
-                                          started=started, wall_s=time.monotonic() - t0)
-    else:
-        doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
-                             workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
-                             progress=_progress(len(cases), quiet))
-    write_all(doc, out)
+    with contextlib.ExitStack() as held:
+        try:  # one run at a time in --out (else exit 64); an earlier run's outputs move to previous/NNN/
+            held.enter_context(claim(out))
+        except InvalidArgument as exc:
+            raise UsageError(str(exc)) from None
+        if random_waves is not None:
+            reap_stale()
+            t0, started = time.monotonic(), time.time()
+            declared = systematic.declare(adapter, out / "runs")
+            results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
+                                      progress=_progress(random_waves, quiet))
+            doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
+                                              selection={"random": random_waves, "seed": seed}, seed=seed,
+                                              started=started, wall_s=time.monotonic() - t0)
+        else:
+            doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
+                                 workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
+                                 progress=_progress(len(cases), quiet))
+        for path in write_all(doc, out).values():
+            privatize(path)  # results and reports are as private as the runs: 0600
     if as_json:
         _emit_json(doc)
     _summary(doc, out)
