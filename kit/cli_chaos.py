@@ -67,7 +67,9 @@ def _summary(doc: dict, out: Path | None) -> None:
 @click.option("--shard", default=None, help="K/N: run only the K-th of N disjoint parts of the case list.")
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Run the cases in N pytest-xdist worker processes (pytest -n N); 0: one after another here.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write results, report and bundles here.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Write results, report and bundles here (an earlier run there moves to previous/NNN/; one still "
+                   "running there: exit 64).")
 @click.option("--timeout", "timeout_s", type=float, default=20.0, show_default=True,
               help="Seconds to wait for a point or a reply before the case is unknown.")
 @click.option("--keep", is_flag=True, help="Keep every case's run directory (failing ones are always bundled).")
