@@ -14,7 +14,6 @@ Layout (``conformance/bundle.py``, docs/certify.md#bundle-format)::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from recoverykit import __version__ as KIT_VERSION
+from recoverykit.conformance.private_files import copy_file, copy_tree, private_dir, privatize, write_private
 
 MANIFEST = "bundle.json"
 _COPIES = {"history.jsonl": "history.jsonl", "provider.ledger.jsonl": "provider-ledger.jsonl",
@@ -37,15 +37,13 @@ def write(bundle_root: Path, case: Any, result: dict[str, Any], env: Any, adapte
     target = bundle_root / _safe(case.id)
     if target.exists():
         shutil.rmtree(target)
-    target.mkdir(parents=True)
+    private_dir(Path(bundle_root))
+    target.mkdir(mode=0o700)
     target.chmod(0o700)
     run_dir = Path(env.run_dir)
     for source, name in _COPIES.items():
-        with contextlib.suppress(OSError):
-            shutil.copy2(run_dir / source, target / name)
-    with contextlib.suppress(OSError):
-        shutil.copytree(run_dir / "data", target / "data", dirs_exist_ok=True, ignore_dangling_symlinks=True,
-                        ignore=shutil.ignore_patterns("*.sock"))
+        copy_file(run_dir / source, target / name)
+    copy_tree(run_dir / "data", target / "data")  # the runtime's files: a symlink stays a link, never followed
     init_ok = getattr(env, "init_ok", None)
     manifest = {
         "case": case.id, "kind": "chaos", "verdict": result.get("verdict"), "status": result.get("status"),
@@ -56,6 +54,7 @@ def write(bundle_root: Path, case: Any, result: dict[str, Any], env: Any, adapte
         "program": None, "replay": result.get("replay"), "run_dir": str(run_dir), "chaos": case.as_dict(),
         "run_marker": env.marker,
     }
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    (target / "REPLAY").write_text(str(result.get("replay")) + "\n")
+    write_private(target / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
+    write_private(target / "REPLAY", str(result.get("replay")) + "\n")
+    privatize(target)  # as private as the run it comes from: dirs 0700, files 0600
     return target

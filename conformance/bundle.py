@@ -18,12 +18,12 @@ newer checker, independently of the runtime that produced it.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
 from recoverykit.conformance.history import load_history
+from recoverykit.conformance.private_files import copy_file, copy_tree, private_dir, privatize, write_private
 from recoverykit.conformance.provider_ledger import read_ledger
 from recoverykit.conformance.witness import read_witness
 from recoverykit.model.catalogue import Verdict
@@ -39,17 +39,14 @@ MANIFEST = "bundle.json"
 def write_bundle(cert: Certification, case: Case) -> Path:
     """Copy the case's (last) run into ``<out>/bundles/<case>`` with a manifest; return the folder."""
     from recoverykit import __version__
-    target = cert.out / "bundles" / case.name
-    target.mkdir(parents=True, exist_ok=True)
+    target = private_dir(cert.out / "bundles") / case.name
+    target.mkdir(mode=0o700, exist_ok=True)
     run_dir = case.run_dirs[-1]
     for name in FILES:
-        if (run_dir / name).exists():
-            shutil.copy2(run_dir / name, target / name)
-    if (run_dir / "data").exists():  # may be a link to a short private path: copy what it points to
-        shutil.copytree((run_dir / "data").resolve(), target / "data", dirs_exist_ok=True,
-                        ignore_dangling_symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
+        copy_file(run_dir / name, target / name)
+    copy_tree(run_dir / "data", target / "data")  # the runtime's files: a symlink stays a link, never followed
     if case.program:
-        (target / "program.txt").write_text("\n".join(case.program) + "\n")
+        write_private(target / "program.txt", "\n".join(case.program) + "\n")
     manifest = {
         "case": case.name, "kind": case.kind, "verdict": case.verdict.value, "message": case.message,
         "seed": cert.seed, "kit_version": __version__, "adapter": {"command": cert.adapter, **cert.adapter_info},
@@ -57,7 +54,8 @@ def write_bundle(cert: Certification, case: Case) -> Path:
         "results": [r.as_dict() for r in case.results], "program": case.program,
         "replay": cert.replay_command(case.name), "run_dir": str(run_dir),
     }
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_private(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    privatize(target)  # a bundle is as private as the run it comes from: dirs 0700, files 0600
     return target
 
 

@@ -28,7 +28,9 @@ from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
 from recoverykit.conformance.junit import write_junit
 from recoverykit.conformance.lockstep import LockstepConfig
-from recoverykit.conformance.lockstep_run import run_lockstep
+from recoverykit.conformance.lockstep_run import hypothesis_home, run_lockstep
+from recoverykit.conformance.out_dir import claim
+from recoverykit.conformance.private_files import private_dir, privatize, write_private
 from recoverykit.conformance.scenarios import Scenario, all_scenarios, required_clauses
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.contract import CLAUSES
@@ -112,14 +114,22 @@ class Certification:
 
 
 def certify(options: Options) -> Certification:
-    """Run every applicable scenario and the lockstep machine against one adapter; write the results."""
-    started = time.monotonic()
+    """Run every applicable scenario and the lockstep machine against one adapter; write the results.
+
+    The run holds its ``--out`` for its whole length (``out_dir.claim``): a concurrent run into the same
+    directory is refused (``OutDirBusy``, exit 64), an earlier run's outputs move to ``previous/NNN/``.
+    """
     for p in options.profiles:
         if p not in {x.value for x in Profile}:
             raise InvalidArgument(f"--profile {p!r} is not a profile of the contract; use one of "
                                   f"{', '.join(x.value for x in Profile)}")
     out = Path(options.out) if options.out else Path(tempfile.mkdtemp(prefix="rk-certify-"))
-    out.mkdir(parents=True, exist_ok=True)
+    with claim(out):
+        return _certify(options, out)
+
+
+def _certify(options: Options, out: Path) -> Certification:
+    started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     required = frozenset().union(*(required_clauses(p) for p in options.profiles))
     cert = Certification(options.adapter or default_adapter(), out, seed, options.profiles, required)
@@ -137,8 +147,9 @@ def certify(options: Options) -> Certification:
         if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN) and case.run_dirs:
             case.bundle = write_bundle(cert, case)
     cert.seconds = time.monotonic() - started
-    (out / "results.json").write_text(json.dumps(cert.as_dict(), indent=2) + "\n")
+    write_private(out / "results.json", json.dumps(cert.as_dict(), indent=2) + "\n")
     write_junit(cert, out / "junit.xml")
+    privatize(out / "junit.xml")
     return cert
 
 
@@ -206,8 +217,10 @@ def _lockstep_case(cert: Certification, options: Options) -> Case:
     _tell(options, "lockstep", "start")
     began = time.monotonic()
     config = LockstepConfig(cert.adapter, out=cert.out / "runs", broker_factory=options.broker_factory)
-    outcome = run_lockstep(config, profile=options.settings_profile, seed=cert.seed, max_examples=options.examples,
-                           database=cert.out / "hypothesis-db")
+    database = private_dir(cert.out / "hypothesis-db")  # Hypothesis' database and its other files: never ./.hypothesis
+    with hypothesis_home(database):
+        outcome = run_lockstep(config, profile=options.settings_profile, seed=cert.seed,
+                               max_examples=options.examples, database=database)
     clauses = (outcome.clause_id,) if outcome.clause_id else ()
     case = Case("lockstep", "lockstep", outcome.verdict, clauses, list(outcome.results), outcome.message,
                 outcome.program, outcome.runs[-1:] if outcome.verdict is not Verdict.VALID else [])

@@ -34,6 +34,7 @@ from recoverykit.conformance.protocol import check_answers, check_snapshot, deco
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES, PROTOCOL_VERSION, ErrorReply, Reply, Request
 from recoverykit.conformance.protocol_rpcs import RPCS_BY_NAME, Init, InitOk, ProbeTool
 from recoverykit.conformance.protocol_snapshot import Snapshot
+from recoverykit.conformance.stderr_log import BoundedLog
 from recoverykit.model.errors import InvalidArgument
 
 
@@ -103,14 +104,15 @@ class AdapterClient:
 
     def start(self) -> AdapterClient:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._stderr = open(self.run_dir / "adapter.stderr.log", "ab")  # noqa: SIM115 - closed in close()
+        self._stderr = BoundedLog(self.run_dir / "adapter.stderr.log")  # the adapter's stderr, bounded
         self._log = open(self.run_dir / "adapter.messages.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         try:
-            self._proc = client_process.spawn(self.argv, stderr=self._stderr, env=self._env, cwd=self._cwd)
+            self._proc = client_process.spawn(self.argv, stderr=self._stderr.write_fd, env=self._env, cwd=self._cwd)
         except Exception:
             self._stderr.close()
             self._log.close()
             raise
+        self._stderr.started()
         self._pid = self._proc.pid
         self._reader = threading.Thread(target=self._read_loop, name=f"adapter-reader-{self._proc.pid}", daemon=True)
         self._reader.start()

@@ -41,7 +41,7 @@ def split_command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def spawn(argv: list[str], *, stderr: IO[bytes], env: Mapping[str, str], cwd: Path | None) -> subprocess.Popen:
+def spawn(argv: list[str], *, stderr: IO[bytes] | int, env: Mapping[str, str], cwd: Path | None) -> subprocess.Popen:
     try:
         return subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,

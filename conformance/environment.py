@@ -16,6 +16,7 @@ can pause, though ``crash`` terms still work (a process kills itself; the kit se
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError
 from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.private_files import copy_tree, private_dir
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_rpcs import InitOk
 from recoverykit.conformance.provider import ScriptedProvider
@@ -65,12 +67,19 @@ def new_marker() -> str:
 
 
 def make_run_dir(out: str | os.PathLike | None, name: str) -> Path:
-    """A private (0700) directory for one run; short when no --out is given (Unix socket paths)."""
+    """A new private (0700) directory for one run, never one that existed; short when no --out is given
+    (Unix socket paths). ``<out>/<name>`` when free, else ``<out>/<name>-2``, ``-3``, ..."""
     if out is None:
         path = Path(tempfile.mkdtemp(prefix=f"rk-{name[:12]}-"))
     else:
-        path = Path(out) / name
-        path.mkdir(parents=True, exist_ok=True)
+        base = private_dir(Path(out))
+        for n in itertools.count(1):
+            path = base / (name if n == 1 else f"{name}-{n}")
+            try:
+                path.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                continue
     os.chmod(path, 0o700)
     return path
 
@@ -101,6 +110,7 @@ class Run:
         self.timeout_s, self.slow_timeout_s = timeout_s, slow_timeout_s
         self.marker = new_marker()
         self.data_dir = self.run_dir / "data"
+        self._short_data: Path | None = None  # the data dir's real place in the temp dir, while the run is open
         self.witness_path = self.run_dir / "witness.jsonl"
         self.ledger_path = self.run_dir / "provider-ledger.jsonl"
         self.provider: ScriptedProvider | None = None
@@ -119,7 +129,7 @@ class Run:
             if len(os.fsencode(self.data_dir)) > MAX_DATA_DIR:
                 # A runtime puts Unix sockets in its data dir (108-byte sun_path): keep the real path short
                 # and leave a link where the run directory's layout expects it.
-                short = Path(tempfile.mkdtemp(prefix="rkd-"))
+                short = self._short_data = Path(tempfile.mkdtemp(prefix="rkd-"))
                 os.symlink(short, self.data_dir)
                 self.data_dir = short
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -162,6 +172,24 @@ class Run:
                 with contextlib.suppress(Exception):
                     closer.close()
         self.provider = self.broker = self.recorder = None
+        self._bring_data_home()
+
+    def _bring_data_home(self) -> None:
+        """A short data dir moves into the run dir in place of its link (bundles read it there); nothing
+        of the run stays in the system temp dir."""
+        short, self._short_data = self._short_data, None
+        if short is None:
+            return
+        home = self.run_dir / "data"
+        with contextlib.suppress(OSError):
+            if home.is_symlink():
+                home.unlink()
+            try:
+                os.rename(short, home)
+            except OSError:  # another file system: copy (links as links), then remove the original
+                copy_tree(short, home)
+        shutil.rmtree(short, ignore_errors=True)
+        self.data_dir = home
 
     # --- operations, recorded ------------------------------------------------------------------------
 
@@ -273,9 +301,8 @@ class Run:
         return Evidence(self.recorder.history, ledger, witness, observes)
 
     def copy_data(self, target: Path) -> None:
-        if self.data_dir.exists():
-            shutil.copytree(self.data_dir, target, dirs_exist_ok=True, ignore_dangling_symlinks=True,
-                            ignore=shutil.ignore_patterns("*.sock"))
+        """The runtime's data dir into ``target``: symlinks copied as links, never followed out of the run."""
+        copy_tree(self.data_dir, target)
 
 
 def _read_ledger(path: Path) -> list[dict[str, Any]]:

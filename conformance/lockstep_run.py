@@ -10,7 +10,9 @@ and the ``@reproduce_failure`` line Hypothesis printed.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,3 +192,17 @@ def _notes(exc: BaseException) -> list[str]:
     for note in getattr(exc, "__notes__", []):
         lines += note.splitlines()
     return lines
+
+
+@contextlib.contextmanager
+def hypothesis_home(folder: Path) -> Iterator[None]:
+    """Hypothesis' own files (its constants cache, ...) go under ``folder`` instead of ``./.hypothesis`` in the
+    user's working directory; the home before is restored afterwards (a test suite calling certify keeps its own)."""
+    from hypothesis import configuration
+
+    before = getattr(configuration, "__hypothesis_home_directory", None)
+    configuration.set_hypothesis_home_dir(folder)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(before)

@@ -9,6 +9,7 @@ failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 import click
+from recoverykit.conformance.out_dir import claim
+from recoverykit.conformance.private_files import privatize
 from recoverykit.conformance.safe_text import visible
 from recoverykit.errors import UsageError
 from recoverykit.model.catalogue import Verdict
@@ -65,7 +68,9 @@ def _summary(doc: dict, out: Path | None) -> None:
 @click.option("--shard", default=None, help="K/N: run only the K-th of N disjoint parts of the case list.")
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Run the cases in N pytest-xdist worker processes (pytest -n N); 0: one after another here.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write results, report and bundles here.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Write results, report and bundles here (an earlier run there moves to previous/NNN/; one still "
+                   "running there: exit 64).")
 @click.option("--timeout", "timeout_s", type=float, default=20.0, show_default=True,
               help="Seconds to wait for a point or a reply before the case is unknown.")
 @click.option("--keep", is_flag=True, help="Keep every case's run directory (failing ones are always bundled).")
@@ -103,36 +108,40 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="recoverykit-chaos-"))
-    out.mkdir(parents=True, exist_ok=True)
-    out.chmod(0o700)
-    if replay is None and random_waves is None:
-        if trace is None:
+    with contextlib.ExitStack() as held:
+        try:  # one run at a time in --out (else exit 64); an earlier run's outputs move to previous/NNN/
+            held.enter_context(claim(out))
+        except InvalidArgument as exc:
+            raise UsageError(str(exc)) from None
+        if replay is None and random_waves is None:
+            if trace is None:
+                reap_stale()
+                declared = systematic.declare(adapter, out / "runs")
+                trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s)
+            trace.write(out / TRACE_FILE)
+            cases = select(enumerate_cases(trace, scenarios, points, kinds), the_shard)
+            if not quiet:
+                click.echo(f"dry run: {len(trace.reached)} scenario(s) traced in {trace.total_s:.1f} s; "
+                           f"{len(cases)} case(s) in this selection; trace: {out / TRACE_FILE}", err=True)
+        if list_only:
+            for case in cases if random_waves is None else []:
+                click.echo(visible(case.id))
+            return 0
+        if random_waves is not None:
             reap_stale()
+            t0, started = time.monotonic(), time.time()
             declared = systematic.declare(adapter, out / "runs")
-            trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s)
-        trace.write(out / TRACE_FILE)
-        cases = select(enumerate_cases(trace, scenarios, points, kinds), the_shard)
-        if not quiet:
-            click.echo(f"dry run: {len(trace.reached)} scenario(s) traced in {trace.total_s:.1f} s; "
-                       f"{len(cases)} case(s) in this selection; trace: {out / TRACE_FILE}", err=True)
-    if list_only:
-        for case in cases if random_waves is None else []:
-            click.echo(visible(case.id))
-        return 0
-    if random_waves is not None:
-        reap_stale()
-        t0, started = time.monotonic(), time.time()
-        declared = systematic.declare(adapter, out / "runs")
-        results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
-                                  progress=_progress(random_waves, quiet))
-        doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
-                                          selection={"random": random_waves, "seed": seed}, seed=seed,
-                                          started=started, wall_s=time.monotonic() - t0)
-    else:
-        doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
-                             workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
-                             trace=trace, progress=_progress(len(cases), quiet))
-    write_all(doc, out)
+            results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
+                                      progress=_progress(random_waves, quiet))
+            doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
+                                              selection={"random": random_waves, "seed": seed}, seed=seed,
+                                              started=started, wall_s=time.monotonic() - t0)
+        else:
+            doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
+                                 workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
+                                 trace=trace, progress=_progress(len(cases), quiet))
+        for path in write_all(doc, out).values():
+            privatize(path)  # results and reports are as private as the runs: 0600
     if as_json:
         _emit_json(doc)
     _summary(doc, out)

@@ -1,0 +1,109 @@
+"""One run at a time in an ``--out`` directory, and every run in a fresh layout there.
+
+Why: a reused ``--out`` mixed two runs. The second certify found the first one's run and data
+directories (a false "broke INP-02", or FileExistsError on the data-dir link), history.jsonl grew,
+and two concurrent runs wrote the same files. Now a run *claims* its ``--out``:
+
+- an exclusive ``flock`` on ``<out>/.recoverykit.lock`` for the whole run; a second run into the same
+  directory while one is going is refused at once with ``OutDirBusy`` (a usage error, exit 64). The
+  lock is the kernel's: a killed run leaves no stale lock behind;
+- then the outputs of an earlier run (results, reports, ``runs/``, ``bundles/``) are moved, untouched,
+  to ``<out>/previous/NNN/`` (the paths inside its results.json and bundle.json files are re-pointed
+  there), so the new run writes the documented layout into an empty place. ``hypothesis-db/`` stays:
+  a replay into the same ``--out`` tries the failures stored there first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from recoverykit.conformance.private_files import private_dir, write_private
+from recoverykit.model.errors import InvalidArgument
+
+LOCK_NAME = ".recoverykit.lock"
+PREVIOUS = "previous"
+# what a certify or chaos run writes at the top of --out (hypothesis-db/ is deliberately not here)
+OUTPUTS = ("results.json", "junit.xml", "trace.json", "runs", "bundles", "report.json", "report.md", "report.html",
+           "results.db",
+           "xdist-*")
+
+
+class OutDirBusy(InvalidArgument):
+    """Another recoverykit run holds this --out directory; the CLI exits 64."""
+
+
+@contextlib.contextmanager
+def claim(out: str | os.PathLike) -> Iterator[Path | None]:
+    """Hold ``out`` for one run; yields where an earlier run's outputs were moved (None: there were none)."""
+    out = Path(out)
+    try:
+        private_dir(out)
+        fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise InvalidArgument(f"--out {out}: cannot use it as the results directory ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise OutDirBusy(f"--out {out} is in use by another recoverykit run (pid {holder}); wait for it to "
+                             "finish or give another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield move_previous(out)
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # closing the last descriptor releases the flock
+
+
+def move_previous(out: Path) -> Path | None:
+    """Move an earlier run's outputs to ``<out>/previous/NNN/``; None when there were none."""
+    found = sorted({p for pattern in OUTPUTS for p in out.glob(pattern)})
+    if not found:
+        return None
+    folder = private_dir(out / PREVIOUS)
+    taken = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
+    number = max(taken, default=0) + 1
+    while True:
+        target = folder / f"{number:03d}"
+        try:
+            target.mkdir(mode=0o700)
+            break
+        except FileExistsError:
+            number += 1
+    for path in found:
+        os.rename(path, target / path.name)
+    _repoint(out, target, [p.name for p in found])
+    return target
+
+
+def _repoint(out: Path, target: Path, names: list[str]) -> None:
+    """Paths inside the moved results.json and bundle.json files now name the moved copies."""
+    prefixes = {str(out), str(out.resolve()), os.path.abspath(out)}
+    moves = [(f"{p}/{name}", f"{target}/{name}") for p in prefixes for name in names]
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            for old, new in moves:
+                if value == old or value.startswith(old + "/"):
+                    return new + value[len(old):]
+            return value
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    for path in [target / "results.json", *target.glob("bundles/*/bundle.json")]:
+        with contextlib.suppress(OSError, ValueError):
+            if path.is_file() and not path.is_symlink():
+                write_private(path, json.dumps(fix(json.loads(path.read_text())), indent=2) + "\n")
