@@ -67,10 +67,14 @@ def _observes(run_dir: Path) -> set[str]:
     path = run_dir / "adapter.messages.jsonl"
     if not path.exists():
         return set()
-    for line in path.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("dir") == "received" and '"init_ok"' in record.get("line", ""):
-            return set(json.loads(record["line"]).get("observes", []))
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:  # lines are clipped in the record (4 KiB) and may be anything the adapter wrote: never fatal
+            record = json.loads(line)
+            if record.get("dir") == "received" and '"init_ok"' in record.get("line", ""):
+                observes = json.loads(record["line"]).get("observes", [])
+                return {o for o in observes if isinstance(o, str)} if isinstance(observes, list) else set()
+        except (ValueError, AttributeError, TypeError, RecursionError):
+            continue
     return set()
 
 

@@ -1,6 +1,7 @@
 """A proxy adapter: the reference runtime behind it, chosen traffic corrupted on the way back.
 
-    python tests/adapters/proxy_adapter.py --mode ACTION:REQUEST [--mode ...] [--after N] [-- CMD...]
+    python tests/adapters/proxy_adapter.py --mode ACTION:REQUEST [--mode ...] [--after N]
+                                           [--if-init-contains TEXT] [-- CMD...]
 
 It starts ``CMD`` (default: ``python -m recoverykit.impl``, the reference runtime's adapter, with
 this interpreter), forwards every line the kit writes to it unchanged, and forwards every reply
@@ -16,8 +17,11 @@ back, except the replies to requests of type ``REQUEST`` (``init``, ``observe``,
     bogus-declarations  (init) declares a profile, failpoint and restart kind that do not exist
 
 ``--after N`` lets the first N matching replies through untouched and corrupts the later ones, so a
-break can land in the middle of a run (``--mode extra-key:observe --after 3``). Every mode fires
-at most once per matching reply; with no ``--mode`` the proxy is transparent.
+break can land in the middle of a run (``--mode extra-key:observe --after 3``). ``--if-init-contains
+TEXT`` corrupts nothing unless the kit's ``init`` line contains TEXT: certify starts one adapter per
+case, and its run directory (in the paths ``init`` hands over) names the case, so ``--if-init-contains
+lockstep`` breaks the lockstep machine alone and every scenario stays honest. With no ``--mode`` the
+proxy is transparent.
 
 Standard library only. The runtime behind it inherits the environment (and so the kit's run marker)
 and the proxy's process group: the kit's usual teardown ends both. The proxy exits when the kit
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -42,6 +47,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", action="append", default=[], metavar="ACTION:REQUEST")
     parser.add_argument("--after", type=int, default=0, metavar="N")
+    parser.add_argument("--if-init-contains", default="", metavar="TEXT")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
     modes = []
@@ -58,6 +64,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 class Proxy:
     def __init__(self, args: argparse.Namespace) -> None:
         self.modes, self.after = args.modes, args.after
+        self.condition = args.if_init_contains
+        self.armed = not self.condition  # with a condition: only once an init line contains it
         self.types: dict[int, str] = {}  # msg_id -> request type, from what the kit sent
         self.seen: dict[tuple[str, str], int] = {}
         self.lock = threading.Lock()
@@ -77,6 +85,8 @@ class Proxy:
             try:
                 request = json.loads(line)
                 self.types[int(request["msg_id"])] = str(request["type"])
+                if request["type"] == "init" and self.condition and self.condition.encode() in line:
+                    self.armed = True
             except (ValueError, KeyError, TypeError):
                 pass
             try:
@@ -93,6 +103,8 @@ class Proxy:
             self.write(self.corrupt(line))
 
     def action_for(self, reply: dict) -> str | None:
+        if not self.armed:
+            return None
         request = self.types.get(reply.get("in_reply_to")) if isinstance(reply.get("in_reply_to"), int) else None
         for action, wanted in self.modes:
             if request is not None and wanted in ("*", request):
@@ -122,9 +134,10 @@ class Proxy:
             text = json.dumps(reply)
             return text[:-1].encode() + b', "name": "\xff\xfe"}\n' if text.endswith("}") else b"\xff\n"
         elif action == "close":
-            with self.lock:
+            with self.lock:  # sys.stdout never closes fd 1 itself (closefd=False): close the descriptor
                 self.closed = True
-                self.out.close()
+                self.out.flush()
+                os.close(self.out.fileno())
             return b""
         elif action == "hang":
             return b""
