@@ -46,7 +46,7 @@ class CaseEntry(_Open):
     why: str | None = None
     replay: str | None = None
     bundle: str | None = None
-    violations: list[str] = []
+    violations: list[str]
     leftovers: list[int] = []
     clauses: list[ClauseEntry] = []
     timings: dict[str, Number | None] | None = None
@@ -64,10 +64,10 @@ class Cell(_Open):
     point: str
     kind: str
     status: Literal["exercised", "unknown", "not_implemented", "not_reachable", "not_selected"]
-    cases: int = 0
-    failed: int = 0
-    case_ids: list[str] = []
-    why: str | None = None
+    cases: int
+    failed: int
+    case_ids: list[str]
+    why: str | None  # required, may be null
 
 
 class Coverage(_Open):
