@@ -152,6 +152,8 @@ def test_an_adapter_that_hangs_on_start_is_unknown_and_leaves_no_process(tmp_pat
     doc = results(out)
     assert doc["verdict"] == "unknown" and doc["clauses"]["protocol"]["verdict"] == "unknown"
     assert (out / "junit.xml").exists()
+    code, text = run_kit("check", str(out / "bundles" / "lockstep"), bound_s=60)
+    assert code == 2, text  # silence stays unknown in the stored bundle, never valid
 
 
 # --- defect 6: no clause result at all ---------------------------------------------------------------------------
