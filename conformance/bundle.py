@@ -21,13 +21,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, check
+from recoverykit.conformance.checker import PSEUDO_CLAUSES, ClauseResult, Evidence, check, check_complete
 from recoverykit.conformance.history import load_history
 from recoverykit.conformance.private_files import copy_file, copy_tree, private_dir, privatize, write_private
+from recoverykit.conformance.protocol_snapshot import Snapshot
 from recoverykit.conformance.provider_ledger import read_ledger
 from recoverykit.conformance.witness import read_witness
 from recoverykit.model.catalogue import Verdict
-from recoverykit.model.errors import InvalidArgument
+from recoverykit.model.errors import InvalidArgument, MalformedRecord
 
 if TYPE_CHECKING:
     from recoverykit.conformance.certify import Case, Certification
@@ -64,30 +65,79 @@ def _observes(run_dir: Path) -> set[str]:
     path = run_dir / "adapter.messages.jsonl"
     if not path.exists():
         return set()
-    for line in path.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("dir") == "received" and '"init_ok"' in record.get("line", ""):
-            return set(json.loads(record["line"]).get("observes", []))
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:  # lines are clipped in the record (4 KiB) and may be anything the adapter wrote: never fatal
+            record = json.loads(line)
+            if record.get("dir") == "received" and '"init_ok"' in record.get("line", ""):
+                observes = json.loads(record["line"]).get("observes", [])
+                return {o for o in observes if isinstance(o, str)} if isinstance(observes, list) else set()
+        except (ValueError, AttributeError, TypeError, RecursionError):
+            continue
     return set()
 
 
 def load_evidence(bundle: str | Path) -> tuple[Evidence, dict[str, Any]]:
+    """A bundle's evidence, or ``InvalidArgument`` (a usage error) saying which file is not what the kit wrote."""
     folder = Path(bundle)
     if not (folder / "history.jsonl").exists():
         raise InvalidArgument(f"{folder} is not a recoverykit bundle: it has no history.jsonl (a bundle is a folder "
                               "under <out>/bundles/ written by `recoverykit certify`)")
-    manifest = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).exists() else {}
-    ledger = read_ledger(folder / "provider-ledger.jsonl") if (folder / "provider-ledger.jsonl").exists() else []
-    witness = read_witness(folder / "witness.jsonl") if (folder / "witness.jsonl").exists() else None
+    manifest = _json_object(folder / MANIFEST) if (folder / MANIFEST).exists() else {}
+    observes = manifest.get("observes", [])
+    if not isinstance(observes, list) or not all(isinstance(o, str) for o in observes):
+        raise MalformedRecord(f"{folder / MANIFEST}: `observes` is not a list of section names")
+    ledger = _records(folder / "provider-ledger.jsonl", read_ledger)
+    witness = _records(folder / "witness.jsonl", read_witness) if (folder / "witness.jsonl").exists() else None
     history = load_history(folder / "history.jsonl")
-    return Evidence(history, ledger, witness, frozenset(manifest.get("observes", []))), manifest
+    for o in history.observations:  # what the kit recorded passed the protocol's snapshot schema then
+        try:
+            Snapshot.model_validate_json(json.dumps(o.snapshot))
+        except ValueError as exc:
+            raise MalformedRecord(f"{folder / 'history.jsonl'}: observation {o.index} is not an observe snapshot "
+                                  f"({str(exc).splitlines()[0]}); the history is corrupt") from None
+    return Evidence(history, ledger, witness, frozenset(observes)), manifest
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise MalformedRecord(f"{path}: cannot be read as JSON ({type(exc).__name__}: {exc})") from None
+    if not isinstance(doc, dict):
+        raise MalformedRecord(f"{path}: is not a JSON object")
+    return doc
+
+
+def _records(path: Path, read: Any) -> Any:
+    if not path.exists():
+        return []
+    try:
+        found = read(path)
+    except MalformedRecord:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise MalformedRecord(f"{path}: not the records the kit writes ({type(exc).__name__}: {exc})") from None
+    records = found.records if hasattr(found, "records") else found
+    if not all(isinstance(r, dict) for r in records):
+        raise MalformedRecord(f"{path}: a record is not a JSON object")
+    return found
 
 
 def recheck(bundle: str | Path) -> tuple[Verdict, list[ClauseResult]]:
-    """The history checker on a stored bundle: invalid if any clause broke, valid if any held, else unknown."""
+    """The history checker on a stored bundle: invalid if any clause broke (a protocol break included);
+    unknown if the run was cut short (an operation never completed) or nothing held; else valid.
+
+    A bundle whose files are not what the kit writes is a ``MalformedRecord`` (a usage error), never
+    a verdict and never a crash."""
     evidence, _ = load_evidence(bundle)
-    results = check(evidence)
+    try:
+        results = check(evidence) + check_complete(evidence.history)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        raise MalformedRecord(f"{bundle}: its records are not what the kit writes, so they cannot be judged "
+                              f"({type(exc).__name__}: {exc}); the bundle is corrupt") from None
     verdicts = {r.verdict for r in results}
     if Verdict.INVALID in verdicts:
         return Verdict.INVALID, results
+    if any(r.clause_id in PSEUDO_CLAUSES and r.verdict is Verdict.UNKNOWN for r in results):
+        return Verdict.UNKNOWN, results
     return (Verdict.VALID if Verdict.VALID in verdicts else Verdict.UNKNOWN), results

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from recoverykit.conformance.bundle import write_bundle
-from recoverykit.conformance.checker import ClauseResult, check
+from recoverykit.conformance.checker import COMPLETION, PROTOCOL, PSEUDO_CLAUSES, ClauseResult, check, pseudo_result
+from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
 from recoverykit.conformance.junit import write_junit
@@ -123,23 +124,33 @@ def certify(options: Options) -> Certification:
         if p not in {x.value for x in Profile}:
             raise InvalidArgument(f"--profile {p!r} is not a profile of the contract; use one of "
                                   f"{', '.join(x.value for x in Profile)}")
+    adapter = default_adapter() if options.adapter is None else options.adapter
+    split_command(adapter)  # an empty or unparsable command is a usage error, never the reference runtime
     out = Path(options.out) if options.out else Path(tempfile.mkdtemp(prefix="rk-certify-"))
     with claim(out):
-        return _certify(options, out)
+        return _certify(options, adapter, out)
 
 
-def _certify(options: Options, out: Path) -> Certification:
+def _certify(options: Options, adapter: str, out: Path) -> Certification:
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     required = frozenset().union(*(required_clauses(p) for p in options.profiles))
-    cert = Certification(options.adapter or default_adapter(), out, seed, options.profiles, required)
+    cert = Certification(adapter, out, seed, options.profiles, required)
     chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
+    lockstep = (not options.only or "lockstep" in options.only)
     if chosen:  # the first run learns the declared profiles; the rest run side by side (mostly waiting)
         cases = [_scenario_case(cert, chosen[0], options)]
-        with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-            cases += list(pool.map(lambda s: _scenario_case(cert, s, options), chosen[1:]))
+        if not cert.adapter_info and cases[0].verdict is not Verdict.NOT_APPLICABLE:
+            # the handshake itself failed: that is the verdict; every other case would only fail the same way
+            why = f"not run: the adapter's handshake failed in {cases[0].name}"
+            cases += [Case(s.id, "scenario", Verdict.UNKNOWN, s.clauses, message=why) for s in chosen[1:]]
+            cases += [Case("lockstep", "lockstep", Verdict.UNKNOWN, message=why)] if lockstep else []
+            lockstep = False
+        else:
+            with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+                cases += list(pool.map(lambda s: _scenario_case(cert, s, options), chosen[1:]))
         cert.cases += cases
-    if (not options.only or "lockstep" in options.only) and (not cert.declared or "chat_core" in cert.declared):
+    if lockstep and (not cert.declared or "chat_core" in cert.declared):
         cert.cases.append(_lockstep_case(cert, options))
     cert.clauses = judge(cert)
     cert.verdict = verdict_of(cert.clauses, required)
@@ -177,23 +188,38 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
                 case.message = f"profile {scenario.profile.value} not declared by the adapter"
                 case.run_dirs.clear()
             else:
+                failure = None
                 try:
                     case.results = scenario.drive(run)
                 except (ProtocolError, OperationFailed, RecoveryKitError, TimeoutError) as exc:
-                    case.message = f"the scenario could not finish: {exc}"
+                    case.message, failure = f"the scenario could not finish: {exc}", exc
                 case.results += check(run.evidence())
+                if failure is not None:
+                    ended(case.results, failure)
     except AdapterCommandError:
         raise  # the user's command cannot even start: a usage error, not a verdict
     except (ProtocolError, OperationFailed) as exc:
         case.message = str(exc)
-        if getattr(exc, "verdict", None) is Verdict.INVALID:  # a protocol break is a defect of the adapter
-            case.results.append(ClauseResult("protocol", Verdict.INVALID, str(exc)))
+        ended(case.results, exc)
     except Exception as exc:  # the kit's environment failed: no evidence, so unknown (never a traceback)
         case.message = f"the run could not be completed: {type(exc).__name__}: {exc}"
+        ended(case.results, exc)
     case.verdict = _case_verdict(case)
     case.seconds = time.monotonic() - began
     _tell(options, scenario.id, case.verdict.value)
     return case
+
+
+def ended(results: list[ClauseResult], exc: BaseException) -> None:
+    """A case that ended in an exception contributes a verdict to the run, under a pseudo-clause:
+    a protocol break is invalid, silence unknown (``protocol``); anything else left its evidence
+    incomplete, so unknown (``completion``). Never twice for the same pseudo-clause."""
+    if isinstance(exc, ProtocolError):
+        result = pseudo_result(PROTOCOL, exc.verdict, str(exc))
+    else:
+        result = pseudo_result(COMPLETION, Verdict.UNKNOWN, f"{type(exc).__name__}: {exc}")
+    if not any(r.clause_id == result.clause_id and r.verdict is result.verdict for r in results):
+        results.append(result)
 
 
 def _case_verdict(case: Case) -> Verdict:
@@ -227,6 +253,11 @@ def _lockstep_case(cert: Certification, options: Options) -> Case:
     if outcome.clause_id:
         case.results.append(ClauseResult(outcome.clause_id, Verdict.INVALID, outcome.message,
                                          tuple(outcome.program)))
+    elif outcome.ended is not None:  # a protocol break (or silence), or a run that could not finish
+        result = pseudo_result(outcome.ended, outcome.verdict, outcome.message, tuple(outcome.program))
+        if not any(r.clause_id == result.clause_id and r.verdict is result.verdict for r in case.results):
+            case.results.append(result)
+        case.clauses = (outcome.ended,)
     case.seconds = time.monotonic() - began
     _tell(options, "lockstep", case.verdict.value)
     return case
@@ -259,8 +290,12 @@ def judge(cert: Certification) -> dict[str, Verdict]:
 
 
 def verdict_of(clauses: dict[str, Verdict], required: frozenset[str]) -> Verdict:
+    """Invalid if anything broke; unknown if a required clause was not judged valid or a case ended in
+    silence or could not finish (a pseudo-clause judged unknown); else valid."""
     if Verdict.INVALID in clauses.values():
         return Verdict.INVALID
     if any(clauses.get(c) is not Verdict.VALID for c in required):
+        return Verdict.UNKNOWN
+    if any(clauses.get(c) is Verdict.UNKNOWN for c in PSEUDO_CLAUSES):
         return Verdict.UNKNOWN
     return Verdict.VALID

@@ -330,9 +330,50 @@ def check_not_a_pause(ev: Evidence) -> list[ClauseResult]:
     return out
 
 
+PROTOCOL = "protocol"  # pseudo-clause: the adapter broke the protocol (invalid) or went silent (unknown)
+COMPLETION = "completion"  # pseudo-clause: the case could not finish, so its evidence is incomplete (unknown)
+PSEUDO_CLAUSES = (PROTOCOL, COMPLETION)
+
+
+def pseudo_result(clause_id: str, verdict: Verdict, detail: str, evidence: Iterable[str] = ()) -> ClauseResult:
+    """A result for a pseudo-clause (not in the contract's catalogue, but a verdict all the same)."""
+    what = {PROTOCOL: "the adapter keeps the adapter protocol (docs/protocol.md)",
+            COMPLETION: "the case ran to its end, so its evidence is complete"}[clause_id]
+    prefix = {Verdict.INVALID: "broke", Verdict.VALID: "held"}.get(verdict, "not judged")
+    return ClauseResult(clause_id, verdict, f"{prefix} {clause_id}: {what} ({detail})", tuple(evidence))
+
+
+def check_protocol(ev: Evidence) -> list[ClauseResult]:
+    """The protocol breaks the kit recorded (an ``info`` completion carrying ``protocol``): a break is invalid,
+    silence unknown. A clean history gives no result: keeping the protocol is not a clause of the contract."""
+    found: list[tuple[Verdict, str]] = []
+    for op in ev.history.ops:
+        value = op.value if isinstance(op.value, dict) else {}
+        if op.type != "info" or "protocol" not in value:
+            continue
+        verdict = Verdict.UNKNOWN if value.get("protocol") == Verdict.UNKNOWN.value else Verdict.INVALID
+        found.append((verdict, f"op {op.index} ({op.f}): {str(value.get('text', ''))[:600]}"))
+    if not found:
+        return []
+    worst = next((f for f in found if f[0] is Verdict.INVALID), found[0])
+    return [pseudo_result(PROTOCOL, worst[0], worst[1], [text for _, text in found])]
+
+
+def check_complete(history: History) -> list[ClauseResult]:
+    """A stored history whose operations did not all complete was cut short: its evidence is incomplete.
+
+    Not part of ``check``: while a run is going, an operation in flight is normal."""
+    done = {op.invoke for op in history.ops if op.type != "invoke"}
+    dangling = [f"op {op.index} ({op.f}) was invoked and never completed" for op in history.ops
+                if op.type == "invoke" and op.index not in done]
+    if not dangling:
+        return []
+    return [pseudo_result(COMPLETION, Verdict.UNKNOWN, dangling[0], dangling)]
+
+
 CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_inputs, check_unknown_effects, check_usage, check_generations, check_stops, check_settled,
-    check_continuations, check_not_a_pause,
+    check_continuations, check_not_a_pause, check_protocol,
 )
 
 

@@ -142,9 +142,15 @@ class Run:
                                         slow_timeout_s=self.slow_timeout_s, run_marker=self.marker,
                                         cwd=os.getcwd())
             self.client.start()
-            self.init_ok = self.client.handshake(
-                data_dir=self.data_dir, provider_base_url=self.provider.base_url, failpoint_socket=socket_path,
-                probe_tools=standard_probe_tools(self.witness_path))
+            invoke = self.recorder.invoke("init", {"data_dir": str(self.data_dir)})
+            try:
+                self.init_ok = self.client.handshake(
+                    data_dir=self.data_dir, provider_base_url=self.provider.base_url, failpoint_socket=socket_path,
+                    probe_tools=standard_probe_tools(self.witness_path))
+            except (ProtocolError, OperationFailed) as exc:
+                self._failed(invoke, exc)
+                raise
+            self.recorder.complete(invoke, "ok", {"name": self.init_ok.name, "version": self.init_ok.version})
         except BaseException:
             self.close()
             raise
@@ -210,15 +216,21 @@ class Run:
             kind = "fail" if exc.definite else "info"
             self.recorder.complete(invoke, kind, {"code": exc.code, "text": exc.text})
             return Outcome(kind, error=str(exc), code=exc.code)
-        except AdapterTimeout as exc:
-            self.recorder.complete(invoke, "info", {"code": "timeout", "text": str(exc)})
-            raise
         except ProtocolError as exc:
-            self.recorder.complete(invoke, "info", {"code": "protocol_error", "text": str(exc)})
+            self._failed(invoke, exc)
             raise
         body = reply.model_dump(mode="json", exclude={"type", "msg_id", "in_reply_to"})
         self.recorder.complete(invoke, "ok", body)
         return Outcome("ok", reply=reply)
+
+    def _failed(self, invoke: Any, exc: ProtocolError | OperationFailed) -> None:
+        """Complete ``invoke`` as info; a protocol break or silence carries its verdict (``protocol``), so the
+        history checker, and ``recoverykit check`` on a bundle later, judge it like the run did."""
+        if isinstance(exc, OperationFailed):
+            self.recorder.complete(invoke, "fail" if exc.definite else "info", {"code": exc.code, "text": exc.text})
+            return
+        code = "timeout" if isinstance(exc, AdapterTimeout) else "protocol_error"
+        self.recorder.complete(invoke, "info", {"code": code, "text": str(exc), "protocol": exc.verdict.value})
 
     def start(self, *, failpoints: str | None = None, clock_offset_s: float | None = None,
               host_id: str | None = None) -> Outcome:
@@ -238,6 +250,9 @@ class Run:
             snap = self.client.observe().model_dump(mode="json")
         except OperationFailed as exc:
             self.recorder.complete(invoke, "fail" if exc.definite else "info", {"code": exc.code, "text": exc.text})
+            raise
+        except ProtocolError as exc:
+            self._failed(invoke, exc)
             raise
         self.recorder.complete(invoke, "ok", {})
         self.recorder.observe(snap, quiescent)

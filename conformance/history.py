@@ -131,24 +131,77 @@ class Recorder:
 
 
 def load_history(path: str | os.PathLike) -> History:
-    """Read ``history.jsonl``; a torn last line (the kit killed mid-write) is dropped, not fatal."""
+    """Read ``history.jsonl``; a torn last line (the kit killed mid-write) is dropped, not fatal.
+
+    Anything else that is not what ``Recorder`` writes is a ``MalformedRecord`` naming its line: a
+    record of the wrong shape or types, indices that do not increase, a completion of no invocation
+    (or of one already completed). A stored history is evidence; one that was altered proves nothing.
+    """
     history = History()
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MalformedRecord(f"{path}: cannot be read as a history ({type(exc).__name__}: {exc})") from None
+    invokes: dict[int, Op] = {}
+    completed: set[int] = set()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             if number == len(lines):
                 break
             raise MalformedRecord(f"{path}: line {number} is not JSON ({exc}); the history is corrupt") from None
+        if not isinstance(record, dict):
+            raise MalformedRecord(f"{path}: line {number} is not a JSON object; the history is corrupt")
         kind = record.pop("event", None)
-        cls = {"op": Op, "observation": Observation, "fault": Fault}.get(kind)
+        cls = {"op": Op, "observation": Observation, "fault": Fault}.get(kind) if isinstance(kind, str) else None
         if cls is None:
             raise MalformedRecord(f"{path}: line {number} has event {kind!r}; expected op, observation or fault")
         try:
-            history.events.append(cls(**record))
+            event = cls(**record)
         except TypeError as exc:
             raise MalformedRecord(f"{path}: line {number} is not a valid {kind} record: {exc}") from None
+        problem = _problem(event, history.events[-1].index if history.events else -1, invokes, completed)
+        if problem:
+            raise MalformedRecord(f"{path}: line {number}: {problem}; the history is corrupt")
+        history.events.append(event)
     return history
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _problem(event: Event, last: int, invokes: dict[int, Op], completed: set[int]) -> str | None:
+    """What makes ``event`` something ``Recorder`` never writes, or None."""
+    if not _integer(event.index) or event.index <= last:
+        return f"index {event.index!r} is not an integer after {last}"
+    if not _number(event.time):
+        return f"time {event.time!r} is not a number"
+    if isinstance(event, Op):
+        if event.type not in ("invoke", "ok", "fail", "info") or not isinstance(event.f, str):
+            return f"an op of type {event.type!r} and request {event.f!r}"
+        if not isinstance(event.value, dict):
+            return f"op value {event.value!r} is not an object"
+        if event.type == "invoke":
+            if event.invoke is not None:
+                return "an invocation names an invocation"
+            invokes[event.index] = event
+            return None
+        if not _integer(event.invoke) or event.invoke not in invokes or invokes[event.invoke].f != event.f:
+            return f"a {event.type} completion of {event.f} names no invocation of it ({event.invoke!r})"
+        if event.invoke in completed:
+            return f"invocation {event.invoke} is completed twice"
+        completed.add(event.invoke)
+    elif isinstance(event, Observation):
+        if not isinstance(event.snapshot, dict) or not (event.quiescent is None or isinstance(event.quiescent, bool)):
+            return "an observation whose snapshot is not an object or whose quiescent is not a boolean"
+    elif not isinstance(event.kind, str) or not isinstance(event.detail, dict):
+        return "a fault whose kind is not a string or whose detail is not an object"
+    return None

@@ -122,17 +122,22 @@ class LockstepMachine(RuleBasedStateMachine):
         run_dir = make_run_dir(cfg.out, f"lockstep-{len(cfg.runs) + 1:03d}")
         cfg.runs.append(run_dir)
         self.run = Run(cfg.command, run_dir, lockstep_script(), broker_factory=cfg.broker_factory).open()
-        self.kinds = {str(k) for k in self.run.init_ok.restart_kinds}
-        self.points = [p for p in ARMABLE if p in {str(f) for f in self.run.init_ok.failpoints}]
-        self.candidates: list[ModelState] = [ModelState()]
-        self.work: list[str] = []
-        self.indefinite: dict[str, int] = {}  # client_msg_id -> submit number, outcome unknown
-        self.submits = 0
-        self.turns = 0
-        self.armed = False
-        self.workers: set[int] = set()
-        self.last = "start"
-        self._start()
+        try:
+            self.kinds = {str(k) for k in self.run.init_ok.restart_kinds}
+            self.points = [p for p in ARMABLE if p in {str(f) for f in self.run.init_ok.failpoints}]
+            self.candidates: list[ModelState] = [ModelState()]
+            self.work: list[str] = []
+            self.indefinite: dict[str, int] = {}  # client_msg_id -> submit number, outcome unknown
+            self.submits = 0
+            self.turns = 0
+            self.armed = False
+            self.workers: set[int] = set()
+            self.last = "start"
+            self._start()
+        except BaseException:  # no machine, so no teardown: the run (and its adapter) must end here
+            cfg.results.extend(check(self.run.evidence()))
+            self.run.close()
+            raise
 
     # --- plumbing ----------------------------------------------------------------------------------
 

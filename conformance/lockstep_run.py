@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult
+from recoverykit.conformance.checker import COMPLETION, PROTOCOL, ClauseResult
 from recoverykit.conformance.errors import ProtocolError
 from recoverykit.conformance.lockstep import Broke, LockstepConfig, make_machine
 from recoverykit.model.catalogue import RestartKind, Verdict
@@ -31,6 +31,7 @@ class LockstepOutcome:
     report: list[str] = field(default_factory=list)  # the printed program and @reproduce_failure
     results: list[ClauseResult] = field(default_factory=list)
     runs: list[Path] = field(default_factory=list)
+    ended: str | None = None  # how a run that did not finish ended: PROTOCOL (a break or silence) or COMPLETION
 
     @property
     def program(self) -> list[str]:
@@ -56,26 +57,50 @@ def _arg(value: Any) -> str:
 
 def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]], ...]) -> LockstepOutcome:
     """Run one fixed program through the machine; a failure carries the program as Hypothesis prints it."""
-    machine = make_machine(config)()
-    lines = [f"state = {type(machine).__name__}()"]
+    lines = ["state = Lockstep()"]
     outcome = LockstepOutcome(Verdict.VALID, report=lines)
+    machine = None
     try:
+        machine = make_machine(config)()  # starts the adapter: a broken handshake is a protocol break too
         machine.refines_the_model_and_keeps_history_clauses()
         for name, kwargs in steps:
             lines.append(f"state.{name}({', '.join(f'{k}={_arg(v)}' for k, v in kwargs.items())})")
             getattr(machine, name)(**kwargs)
             machine.refines_the_model_and_keeps_history_clauses()
-    except Broke as exc:
-        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
-    except ProtocolError as exc:
-        outcome.verdict, outcome.message = exc.verdict, str(exc)
-    except Exception as exc:  # the run could not be completed: no evidence either way
-        outcome.verdict, outcome.message = Verdict.UNKNOWN, f"the program could not finish: {type(exc).__name__}: {exc}"
+    except Exception as exc:
+        _ended(outcome, exc, "the program could not finish")
     finally:
         lines.append("state.teardown()")
-        machine.teardown()
-    outcome.runs = [config.runs[-1]]
+        if machine is not None:
+            machine.teardown()
+    outcome.runs = config.runs[-1:]
     return outcome
+
+
+def _ended(outcome: LockstepOutcome, exc: BaseException, what: str) -> None:
+    """Record how a run ended: a broken clause, a protocol break (or silence), or anything else (unknown)."""
+    broke = _found(exc, Broke)
+    protocol = _found(exc, ProtocolError)
+    if broke is not None:
+        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, broke.clause_id, str(broke)
+    elif protocol is not None:
+        outcome.verdict, outcome.message, outcome.ended = protocol.verdict, str(protocol), PROTOCOL
+    else:  # the environment or the adapter could not go on: no evidence either way
+        outcome.verdict, outcome.ended = Verdict.UNKNOWN, COMPLETION
+        outcome.message = f"{what}: {type(exc).__name__}: {exc}"
+
+
+def _found(exc: BaseException | None, kind: type[BaseException], depth: int = 0) -> Any:
+    """``exc`` itself, or one inside it (an exception group, e.g. Hypothesis' FlakyFailure, or its cause)."""
+    if exc is None or depth > 8:
+        return None
+    if isinstance(exc, kind):
+        return exc
+    for inner in getattr(exc, "exceptions", ()) or ():
+        hit = _found(inner, kind, depth + 1)
+        if hit is not None:
+            return hit
+    return _found(exc.__cause__, kind, depth + 1)
 
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -122,14 +147,8 @@ def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | Non
     try:
         with with_reporter(report.append):
             test()
-    except Broke as exc:
-        outcome.verdict, outcome.clause_id, outcome.message = Verdict.INVALID, exc.clause_id, str(exc)
-        report.extend(_notes(exc))
-    except ProtocolError as exc:
-        outcome.verdict, outcome.message = exc.verdict, str(exc)
-        report.extend(_notes(exc))
-    except Exception as exc:  # the environment or the adapter could not go on: unknown, with the program
-        outcome.verdict, outcome.message = Verdict.UNKNOWN, f"lockstep could not finish: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # a broken clause, a protocol break, or a run that could not go on (unknown)
+        _ended(outcome, exc, "lockstep could not finish")
         report.extend(_notes(exc))
     finally:
         engine.MAX_SHRINKING_SECONDS = budget

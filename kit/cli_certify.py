@@ -50,8 +50,13 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     """
     from recoverykit.conformance.certify import Options
     from recoverykit.conformance.certify import certify as run
+    from recoverykit.conformance.client_process import split_command
     from recoverykit.conformance.scenarios import all_scenarios
-
+    if adapter is not None:  # `--adapter ""` (an unset CI variable) must never certify the reference runtime
+        try:
+            split_command(adapter)
+        except InvalidArgument as exc:
+            raise click.UsageError(str(exc)) from None
     ids = [s.id for s in all_scenarios()]
     bad = [c for c in only if c != "lockstep" and c not in ids]
     if bad:
@@ -130,10 +135,10 @@ def _table(cert, console: Console) -> None:
 def check(bundle: Path, as_json: bool) -> None:
     """Re-check a stored bundle with the history checker and exit with its verdict (0 / 1 / 2)."""
     from recoverykit.conformance.bundle import recheck
-
+    from recoverykit.model.errors import MalformedRecord
     try:
         verdict, results = recheck(bundle)
-    except InvalidArgument as exc:
+    except (InvalidArgument, MalformedRecord) as exc:  # a corrupt bundle is bad input: a usage error
         raise click.UsageError(str(exc)) from None
     if as_json:
         click.echo(json.dumps({"verdict": verdict.value, "results": [r.as_dict() for r in results]}, indent=2))

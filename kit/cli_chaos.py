@@ -93,6 +93,9 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     from recoverykit.reports.merge import write_all
 
     try:
+        if adapter is not None:  # `--adapter ""` (an unset CI variable) must never test the reference runtime
+            from recoverykit.conformance.client_process import split_command
+            split_command(adapter)
         the_shard = parse_shard(shard)
         if workers < 0:
             raise InvalidArgument(f"--workers {workers}: 0 runs the cases here, N >= 1 in N pytest-xdist workers")
@@ -172,7 +175,10 @@ def merge(parts, out_dir, as_json, check_report) -> int:
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
     if out_dir:
-        merging.write_all(doc, out_dir)
+        try:
+            merging.write_all(doc, out_dir)
+        except OSError as exc:  # e.g. a directory where results.json belongs: the user's --out, not a kit defect
+            raise UsageError(f"cannot write the merged results into {out_dir}: {exc}") from None
     if as_json:
         _emit_json(doc)
     _summary(doc, Path(out_dir) if out_dir else None)

@@ -19,6 +19,7 @@ from recoverykit.model.errors import InvalidArgument
 from recoverykit.reports import failure_acceptance, render, results_db
 from recoverykit.reports.junit import junit_xml
 from recoverykit.reports.results_db import RESULTS_DB
+from recoverykit.reports.results_schema import check_results
 
 RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json", "report.md", "report.html"
 JUNIT_XML = "junit.xml"
@@ -32,13 +33,19 @@ def load_results(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a chaos run or its "
                               f"{RESULTS_FILE}")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InvalidArgument(f"{p} is not JSON ({exc})") from None
+    doc = _read_json(p)
     if not isinstance(doc, dict) or doc.get("kind") != RESULTS_KIND:
         raise InvalidArgument(f"{p} is not a chaos results document (kind {RESULTS_KIND!r})")
-    return doc
+    return check_results(doc, str(p))
+
+
+def _read_json(p: Path) -> Any:
+    """A JSON file's document; a file that cannot be read or parsed (a directory, truncated, not UTF-8) is
+    ``InvalidArgument``."""
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"{p} cannot be read as JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -90,5 +97,5 @@ def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
 
 def check_report(report_path: str | Path, results_path: str | Path) -> list[str]:
     """Re-validate a stored report against the results it claims to come from."""
-    report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    report = _read_json(Path(report_path))
     return failure_acceptance.validate(report, load_results(results_path))

@@ -20,6 +20,12 @@ RESULTS_DB = "results.db"
 TIMING_MARKS = ("started", "reached", "restarted", "recovered", "verified", "total")
 
 
+CASE_COLUMNS: dict[str, type] = {
+    "id": str, "scenario": str, "point": str, "hit": int, "kind": str, "second": str, "status": str, "verdict": str,
+    "why": str, "violations": int, "leftovers": int, "reached_via": str, "warm_spare": int, "replay": str,
+    **{f"t_{mark}": float for mark in TIMING_MARKS}}
+
+
 def case_row(case: dict[str, Any]) -> dict[str, Any]:
     timings = case.get("timings") or {}
     adapter = case.get("adapter") or {}
@@ -37,15 +43,19 @@ def write(results: dict[str, Any], path: str | Path) -> Path:
     path.unlink(missing_ok=True)
     db = sqlite_utils.Database(path)
     try:
-        db["cases"].insert_all((case_row(c) for c in results.get("cases", [])), pk="id",
-                               columns={f"t_{m}": float for m in TIMING_MARKS} | {"why": str, "second": str})
+        # Every table exists even when it has no rows (insert_all([]) creates none): a run where no case
+        # produced a clause result still gets its database, and a query on it finds nothing, not an error.
+        db["cases"].create(CASE_COLUMNS, pk="id", if_not_exists=True)
+        db["clauses"].create({"case_id": str, "clause": str, "verdict": str, "text": str},
+                             foreign_keys=[("case_id", "cases", "id")], if_not_exists=True)
+        db["cells"].create({"point": str, "kind": str, "why": str}, pk=("point", "kind"), if_not_exists=True)
+        db["cases"].insert_all((case_row(c) for c in results.get("cases", [])), pk="id", alter=True)
         clauses = ({"case_id": c["id"], **{k: cl.get(k) for k in ("clause", "verdict", "text")}}
                    for c in results.get("cases", []) for cl in c.get("clauses", []))
-        db["clauses"].insert_all(clauses, foreign_keys=[("case_id", "cases", "id")],
-                                 columns={"case_id": str, "clause": str, "verdict": str, "text": str})
+        db["clauses"].insert_all(clauses, alter=True)
         db["cells"].insert_all(({k: v for k, v in cell.items() if k != "case_ids"}
                                 for cell in (results.get("coverage") or {}).get("cells", [])),
-                               pk=("point", "kind"), columns={"why": str})
+                               pk=("point", "kind"), alter=True)
         for table, column in (("clauses", "clause"), ("clauses", "case_id"), ("cases", "status")):
             db[table].create_index([column], if_not_exists=True)
     finally:

@@ -1,0 +1,102 @@
+"""The shape of a chaos results document, checked before ``merge`` or a report reads one.
+
+``recoverykit merge`` reads results.json files from other machines and other kit runs; a truncated,
+hand-edited or foreign file must be refused with a message naming what is wrong (a usage error),
+never reach the merge and the report builders as a ``KeyError`` (a kit defect, exit 70). The models
+list only what those builders read, strictly typed (no coercion: they use the document as it is);
+every other key is allowed and kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from recoverykit.model.contract import CLAUSES
+from recoverykit.model.errors import InvalidArgument
+
+CLAUSE_IDS = frozenset(c.id for c in CLAUSES)
+Number = int | float
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class ClauseEntry(_Open):
+    clause: str
+    verdict: Literal["valid", "invalid", "unknown", "not_applicable"]
+    text: str
+
+    @model_validator(mode="after")
+    def _known(self) -> ClauseEntry:
+        if self.clause not in CLAUSE_IDS:
+            raise ValueError(f"clause {self.clause!r} is not in the contract catalogue")
+        return self
+
+
+class CaseEntry(_Open):
+    id: str
+    status: str
+    scenario: str | None = None
+    point: str | None = None
+    kind: str | None = None
+    second: str | None = None
+    hit: int | None = None
+    why: str | None = None
+    replay: str | None = None
+    bundle: str | None = None
+    violations: list[str]
+    leftovers: list[int] = []
+    clauses: list[ClauseEntry] = []
+    timings: dict[str, Number | None] | None = None
+    adapter: dict[str, Any] | None = None
+    reached: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _judged_cell(self) -> CaseEntry:
+        if self.status in ("passed", "failed") and (self.point is None or self.kind is None):
+            raise ValueError(f"case {self.id!r} is {self.status} but names no point and restart kind")
+        return self
+
+
+class Cell(_Open):
+    point: str
+    kind: str
+    status: Literal["exercised", "unknown", "not_implemented", "not_reachable", "not_selected"]
+    cases: int
+    failed: int
+    case_ids: list[str]
+    why: str | None  # required, may be null
+
+
+class Coverage(_Open):
+    cells: list[Cell]
+    declared_points: list[str]
+    declared_kinds: list[str]
+
+
+class AdapterInfo(_Open):
+    name: str | None = None
+
+
+class ResultsDocument(_Open):
+    kind: Literal["recoverykit-chaos-results"]
+    cases: list[CaseEntry]
+    coverage: Coverage
+    adapter: AdapterInfo | None = None
+    started: Number = 0
+    wall_s: Number = 0
+
+
+def check_results(doc: Any, source: str) -> dict[str, Any]:
+    """``doc`` itself if it has the shape of a results document, else ``InvalidArgument`` naming the problem."""
+    try:
+        ResultsDocument.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the document"
+        raise InvalidArgument(f"{source} is not a well-formed chaos results document: {where}: {first['msg']} "
+                              f"({exc.error_count()} problem(s) in all); pass the results.json that "
+                              "`recoverykit chaos --out DIR` wrote") from None
+    return doc
