@@ -4,7 +4,8 @@ Each clause has a stable id (area prefix + number), a one-line statement that do
 violation message ("broke OWN-06: ..."), safety or liveness, the seed file and section it rests on,
 a short verbatim quote from that seed, the profile it belongs to and the ways the kit can check it.
 The model's invariants, the lockstep suite, the chaos runner and the history checker all cite these
-ids, so ids are never renumbered: new clauses are appended at the end of ``CLAUSES``.
+ids, so ids are never renumbered: new clauses are appended at the end of ``CLAUSES``, and an id taken out
+of the catalogue is kept in ``RETIRED`` with the reason, never reused.
 
 This module is one piece on purpose (it is longer than the house norm): it is a data table, and
 splitting the table would only scatter the ids other layers cite. Pure: strings in, strings out;
@@ -360,7 +361,8 @@ CLAUSES: tuple[Clause, ...] = (
        "otherwise start a new turn with the same work_id without re-appending user input",
        points=("recovery.repair.after",)),
     _c("CTX-02", _S, _CHAT, "MC", SEED_000, INTR,
-       "A checkpoint used for recovery covers every committed effect and never replays an unknown write.",
+       "A checkpoint used for recovery covers committed effects and satisfies the current permission, wait and "
+       "safe-point contracts, without replaying unknown writes.",
        "Checkpoints must cover committed effects and satisfy current permission, wait, and safe-point contracts, "
        "without replaying unknown writes."),
     _c("CTX-03", _S, _CHAT, "MCH", SEED_000, INTR,
@@ -468,10 +470,10 @@ CLAUSES: tuple[Clause, ...] = (
     _c("APR-05", _S, _APR, "ML", SEED_000, SAFE,
        "The recovery permission check alone neither changes old execution state nor enables Resume.",
        "it does not independently change old execution state or enable Resume"),
-    _c("APR-06", _S, _APR, "MLCH", SEED_000, FAIL,
-       "An accepted approval is consumed exactly once, and an approval the user never accepted is never granted "
+    _c("APR-06", _S, _APR, "MLCH", SEED_003, ZH_FAIL,
+       "Accepted approvals are consumed at most once, never repeatedly, and unaccepted requests are never approved "
        "automatically.",
-       "Consume accepted approvals once and never approve unaccepted requests automatically."),
+       "已接受审批不重复消费，审批未接受不自动批准"),
     _c("APR-07", _S, _APR, "MLC", SEED_003, ZH_ARC,
        "An approval that was not granted stays not granted across a restart; recovery keeps the work held.",
        "暂停、停止、完成、审批未通过和预算耗尽均保留"),
@@ -649,8 +651,10 @@ CLAUSES: tuple[Clause, ...] = (
        "Background work retains its prior authorization and concurrency quota; restart does not authorize additional "
        "subtasks."),
     _c("JOB-02", _S, _JOBS, "MLC", SEED_000, COST,
-       "A background Job saves the Goal identity at its caller's admission boundary and restores it at startup.",
-       "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup"),
+       "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup, "
+       "and clear unrelated temporary attribution.",
+       "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup, "
+       "and clear unrelated temporary attribution."),
     _c("JOB-03", _S, _JOBS, "ML", SEED_000, COST,
        "A cross-session call keeps the original caller's provenance without creating a cross-session canonical "
        "parent.",
@@ -677,9 +681,10 @@ CLAUSES: tuple[Clause, ...] = (
        "from status strings.",
        "Backend can_resume / can_verify / can_end and reason_code determine button permissions"),
     _c("UI-05", _S, _CHAT, "MLH", SEED_000, CTRL,
-       "Every work item that is neither running nor finished carries a reason_code; no control is disabled without "
-       "explanation.",
-       "not permanently disabled unexplained controls"),
+       "A UI read failure shows \"State temporarily unavailable\" with a refresh, never permanently disabled "
+       "unexplained controls.",
+       "UI read failures show “State temporarily unavailable” with refresh, not permanently disabled unexplained "
+       "controls."),
     _c("UI-06", _S, _GOALS, "LH", SEED_000, GOALUI,
        "Verifier messages are internal records: no assessment text, evidence identifiers or raw report is appended "
        "to chat.",
@@ -705,9 +710,11 @@ CLAUSES: tuple[Clause, ...] = (
        "deleting tasks."),
     _c("RES-05", _S, _CHAT, "LC", SEED_000, FAIL,
        "Unavailable databases, broken migrations, missing credentials or directories, changed tool versions and lost "
-       "projection events each have an explicit state and reason, and no history is cleared.",
+       "projection events all get explicit states and recoverable actions, without clearing history or leaving "
+       "unexplained disabled controls.",
        "Unavailable databases, broken migrations, missing credentials/directories, changed tool versions, and lost "
-       "projection events all need explicit states and recoverable actions"),
+       "projection events all need explicit states and recoverable actions, without clearing history or leaving "
+       "unexplained disabled controls."),
     _c("RES-06", _L, _CHAT, "MC", SEED_000, FAIL,
        "Once a missing resource is restored through the offered action, the held work continues.",
        "all need explicit states and recoverable actions"),
@@ -720,7 +727,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A Retry records its wakeup receipt before any physical work.",
        "It records an agent_wakeup_requests receipt before physical work."),
     _c("RTY-03", _S, _PC, "ML", SEED_001, PC_ADM,
-       "A Retry requires authenticated task-mutation authority.",
+       "A Retry requires authenticated board task-mutation authority.",
        "It requires authenticated board task-mutation authority."),
     _c("RTY-04", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Company/key uniqueness covers completed and failed receipts as well as pending ones.",
@@ -739,8 +746,12 @@ CLAUSES: tuple[Clause, ...] = (
        "A Retry never silently drops the agent's work.",
        "A Retry never silently drops the agent's work"),
     _c("RTY-09", _S, _PC, "MC", SEED_001, PC_ADM,
-       "A workspace is reused only when it is the same task-owned local directory (not shared, not remote), the prior "
-       "executor is stopped, its leases released, the recovery generation settled, and nothing else holds it.",
+       "A workspace is reused only when it is the same one local directory the failed run used, still bound to and "
+       "owned by this task, not a shared project workspace and not under remote storage authority, with the prior "
+       "executor stopped, its leases released and the recovery generation settled, and no other lease, failed "
+       "cleanup or running workspace operation holding it; a restart orphan does not count (an operation of the "
+       "stopped source that started before the source settled and before the current server process started), but "
+       "operations with no run, of another run, or started in the current process still block reuse.",
        "The prior executor must be stopped, its leases released, and the recovery generation settled."),
     _c("RTY-10", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Otherwise the Retry runs in a fresh isolated attempt seeded from committed files, and the previous "
@@ -767,8 +778,12 @@ CLAUSES: tuple[Clause, ...] = (
        "result, for a failed run; a reattach claim of a live runner is never changed.",
        "Reattach claims (live runner) are not changed."),
     _c("RTY-16", _S, _PC, "MCH", SEED_001, PC_ADM,
-       "Receipts selected by a Retry link to exactly one successor, also after a restart or a lost dispatch response.",
-       "They link to its one successor, including after a restart or a lost dispatch response."),
+       "A GitHub Retry selects already-saved, undelivered input before replaying the failed run's older request; the "
+       "selected receipts transfer to the retry owner under the dispatch transaction and link to its one successor, "
+       "including after a restart or a lost dispatch response.",
+       "A GitHub Retry selects already-saved, undelivered input before replaying the failed run's older request. The "
+       "selected receipts transfer to the retry owner under the dispatch transaction. They link to its one "
+       "successor, including after a restart or a lost dispatch response."),
     _c("RTY-17", _L, _PC, "ML", SEED_001, PC_ADM,
        "A rejected, unadmitted Retry releases its saved input for another deliberate Retry.",
        "Rejected, unadmitted retries release the saved input for another deliberate Retry."),
@@ -810,7 +825,8 @@ CLAUSES: tuple[Clause, ...] = (
        "A retry's jitter is persisted: a restart never redraws a scheduled retry time.",
        "with persisted ±20% jitter", restarts=_KILLS),
     _c("RTY-28", _S, _PC, "MH", SEED_001, PC_POLICY,
-       "No retry is scheduled later than 30 minutes after the first failure.",
+       "Retry scheduling stops 30 minutes after the first failure: no retry is scheduled after then, while a longer "
+       "provider cooldown takes precedence, even when it ends past the window.",
        "Scheduling stops 30 minutes after the first failure."),
     _c("RTY-29", _S, _PC, "MH", SEED_001, PC_POLICY,
        "A longer provider cooldown takes precedence over the retry schedule.",
@@ -859,8 +875,8 @@ CLAUSES: tuple[Clause, ...] = (
        "Cover frontend reload, normal App exit, graceful worker restart, forced worker termination, downtime beyond "
        "the old two-hour window, and another crash during recovery.", restarts=tuple(RestartKind)),
     _c("FA-02", _S, _CHAT, "C", SEED_000, FAIL,
-       "A changed process identity (host restart semantics) never lets the new process silently take over another "
-       "host's work.",
+       "Host-restart semantics, tested through process-identity changes, hold: work meant to run is recovered, the "
+       "restart is never read as a user Pause, and recovery never silently becomes cross-host takeover.",
        "Test host-restart semantics through process-identity changes", restarts=(_RK.HOST_IDENTITY_CHANGE,)),
     _c("FA-03", _S, _CHAT, "CH", SEED_000, FAIL,
        "A crash before input acceptance leaves no acknowledged request; a crash after it leaves the request saved "
@@ -898,8 +914,8 @@ CLAUSES: tuple[Clause, ...] = (
        "admission.",
        "another crash during recovery", points=_RECOVERY, restarts=(_RK.CRASH_DURING_RECOVERY,)),
     _c("FA-12", _L, _CHAT, "MC", SEED_000, FAIL,
-       "Several sessions recovered together are admitted through fair queueing and shared quotas: each eventually "
-       "runs.",
+       "Several sessions recovered together are admitted through fair queueing and shared quotas: no session is "
+       "starved by the others, and together they stay within the quotas they share.",
        "Recover multiple sessions together to prove fair queueing, shared quotas"),
     _c("FA-13", _S, _CHAT, "MCH", SEED_000, FAIL,
        "Recovering several sessions together keeps one owner per work item and executes nothing twice because a "
@@ -918,9 +934,6 @@ CLAUSES: tuple[Clause, ...] = (
     _c("FA-16", _S, _CHAT, "MH", SEED_000, FAIL,
        "Late results and late usage keep their original identity and attribution.",
        "Late results and usage retain their original identity."),
-    _c("FA-17", _S, _CHAT, "H", SEED_000, IMPL,
-       "A clause without test evidence is never reported as honoured: missing evidence is unknown, not a pass.",
-       "designs without test or deployment evidence are not marked implemented"),
 )
 # fmt: on
 
@@ -929,9 +942,10 @@ OMISSIONS: tuple[Omission, ...] = (
              "focus, the composer showing the current Goal, an empty Todo's placeholder",
              SEED_000, GOALUI,
              "presentation, not recovery behaviour; the adapter protocol observes state, not pixels (the state behind "
-             "it is covered by GOAL-10, GOAL-11, UI-04, UI-05, UI-06)"),
-    Omission("\"State temporarily unavailable\" with a refresh entry", SEED_000, CTRL,
-             "UI wording; the checkable part (no unexplained disabled control) is UI-05"),
+             "it is covered by GOAL-10, GOAL-11, UI-04, UI-06)"),
+    Omission("the exact wording of \"State temporarily unavailable\" and of its refresh entry", SEED_000, CTRL,
+             "UI wording; the behaviour (an unavailable state with a refresh, never an unexplained disabled control, "
+             "when the UI cannot read state) is UI-05"),
     Omission("create_goal/get_goal/update_goal only read and write objectives", SEED_000,
              "Restart recovery and Goal design for the complete session runtime",
              "a tool-surface design choice with no restart behaviour to observe"),
@@ -954,7 +968,13 @@ OMISSIONS: tuple[Omission, ...] = (
              "obligations on the test harness, honoured by the kit's design (private temp dirs, its own process "
              "groups, no reboot: an actual OS reboot is reported as not covered), not clauses a runtime honours"),
     Omission("stage order: public-entry failure reproduction, minimal implementation, regression; release gates",
-             SEED_000, IMPL, "project process, not runtime behaviour (FA-17 keeps the evidence rule)"),
+             SEED_000, IMPL, "project process, not runtime behaviour"),
+    Omission("acceptance distinguishes source, automated tests, local App and remote release; designs without test "
+             "or deployment evidence are not marked implemented (was FA-17)", SEED_000, IMPL,
+             "a rule of the framework's own release process: it governs how the design's implementation status is "
+             "reported, which no runtime shows through the adapter protocol, so no method the kit runs can judge it; "
+             "the kit holds its own verdicts to the same rule (missing evidence is unknown, never valid: "
+             "docs/decisions.md D9)"),
     Omission("GitHub App reconnect, webhook, App-binding and legacy processed-response proofs for Retry", SEED_001,
              PC_ADM, "GitHub-integration machinery specific to Paperclip; the general rules (RTY-18, RTY-19, RTY-24) "
              "are kept"),
@@ -973,11 +993,27 @@ OMISSIONS: tuple[Omission, ...] = (
              "Qualification", "Paperclip's own test commands; the kit's chaos waves play that role"),
 )
 
-_BY_ID: dict[str, Clause] = {}
-for _clause in CLAUSES:
-    if _clause.id in _BY_ID:
-        raise InvalidArgument(f"duplicate clause id {_clause.id}")
-    _BY_ID[_clause.id] = _clause
+# Ids taken out of the catalogue, with the reason. They stay reserved: a new clause takes the next free number.
+RETIRED: dict[str, str] = {
+    "FA-17": "a rule of the framework's own release process (designs without test or deployment evidence are not "
+             "marked implemented), not runtime behaviour the kit can judge; moved to the omissions",
+}
+
+
+def index(clauses: Iterable[Clause]) -> dict[str, Clause]:
+    """Clauses by id; a duplicate id or a retired one is refused (ids are never reused)."""
+    found: dict[str, Clause] = {}
+    for c in clauses:
+        if c.id in RETIRED:
+            raise InvalidArgument(f"clause id {c.id} is retired ({RETIRED[c.id]}); give the clause the next free "
+                                  f"number of its area")
+        if c.id in found:
+            raise InvalidArgument(f"duplicate clause id {c.id}")
+        found[c.id] = c
+    return found
+
+
+_BY_ID: dict[str, Clause] = index(CLAUSES)
 
 
 def clause(clause_id: str) -> Clause:
@@ -985,6 +1021,10 @@ def clause(clause_id: str) -> Clause:
     if not isinstance(clause_id, str):
         raise UnknownClause(f"a clause id is a string like 'OWN-06', got {clause_id!r} ({type(clause_id).__name__})")
     found = _BY_ID.get(clause_id.strip().upper())
+    if found is None and clause_id.strip().upper() in RETIRED:
+        wanted = clause_id.strip().upper()
+        raise UnknownClause(f"clause {wanted} was retired: {RETIRED[wanted]} (see OMISSIONS in "
+                            "recoverykit.model.contract, \"Deliberate omissions\" in docs/contract.md)")
     if found is None:
         close = difflib.get_close_matches(clause_id.upper(), _BY_ID, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -1048,7 +1088,8 @@ def render_markdown() -> str:
         "recorded history, provider ledger and probe witness log).",
         "",
         f"{len(CLAUSES)} clauses ({sum(c.kind is Kind.SAFETY for c in CLAUSES)} safety, "
-        f"{sum(c.kind is Kind.LIVENESS for c in CLAUSES)} liveness), {len(OMISSIONS)} deliberate omissions. "
+        f"{sum(c.kind is Kind.LIVENESS for c in CLAUSES)} liveness), {len(OMISSIONS)} deliberate omissions, "
+        f"{len(RETIRED)} retired id{'s' if len(RETIRED) != 1 else ''}. "
         "Checkable by " + ", ".join(f"{m.value}: {sum(m in c.methods for c in CLAUSES)}" for m in Method) + ".",
         "",
         "Cite a clause from code with `clause(\"OWN-06\").broke(detail)` (`recoverykit.model.contract`); look one "
@@ -1082,10 +1123,15 @@ def render_markdown() -> str:
             "| what | source | why |", "| --- | --- | --- |"]
     for o in OMISSIONS:
         out.append(f"| {_cell(o.what)} | `{o.seed}`, \"{_cell(o.section)}\" | {_cell(o.reason)} |")
+    out += ["", "## Retired ids", "",
+            "Ids taken out of the catalogue. They stay reserved and are never given to another clause.", "",
+            "| id | why |", "| --- | --- |"]
+    out += [f"| {clause_id} | {_cell(reason)} |" for clause_id, reason in RETIRED.items()]
     return "\n".join(out) + "\n"
 
 
 __all__ = [
-    "AREAS", "CLAUSES", "DOCS_COMMAND", "OMISSIONS", "SEEDS", "SEED_000", "SEED_001", "SEED_003", "Clause", "Kind",
-    "Method", "Omission", "UnknownClause", "by_area", "by_method", "by_profile", "clause", "render_markdown", "to_json",
+    "AREAS", "CLAUSES", "DOCS_COMMAND", "OMISSIONS", "RETIRED", "SEEDS", "SEED_000", "SEED_001", "SEED_003", "Clause",
+    "Kind", "Method", "Omission", "UnknownClause", "by_area", "by_method", "by_profile", "clause", "index",
+    "render_markdown", "to_json",
 ]

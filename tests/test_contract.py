@@ -205,6 +205,7 @@ ADDRESSED: dict[str, str] = {
     "display is not a second control implementation": "UI-01",
     "do not assume cross-database atomic transactions": "REC-07",
     "Live child processes only reconnect": "FA-15",
+    "Consume accepted approvals once": "APR-06",  # APR-06 quotes the Chinese, which says "at most once"
     "With a user-set hard cost budget": "USG-16",
     "Recovery promises confirmed saved work state": "REC-10",
     "Judge lack of progress by changes in results and evidence": "GOAL-07",
