@@ -10,7 +10,9 @@ The pipeline of one case, in order (etcd's robustness tests read the same way):
 6. verify: the history checker on the kit's own evidence, plus the model's prediction of the
    post-restart state (``prediction``); reap every process of the case and report any leftover.
 
-A case whose point is never reached ends ``not_reached`` (unknown, never a pass). A failing case keeps
+A case whose point is never reached ends ``not_reached`` (unknown, never a pass); one whose kill
+killed nothing ends ``error`` (unknown: ``restarts.NothingKilled``); one whose adapter listed a pid
+outside the run for the kit to kill ends ``failed`` (invalid, ``refused``) with nothing signalled. A failing case keeps
 its run dir and leaves a bundle with the command that replays it.
 """
 
@@ -30,7 +32,7 @@ from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import SCENARIOS_BY_NAME, Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
-from recoverykit.conformance.errors import OperationFailed, ProtocolError
+from recoverykit.conformance.errors import OperationFailed, ProtocolError, RefusedProcess
 from recoverykit.conformance.provider import ProviderTimeout
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict, combine
@@ -154,6 +156,9 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         if not quiescent:
             result["why"] = f"not quiescent within {QUIESCE_S:g} s after the restart"
         timings["verified"] = time.monotonic() - t0
+    except RefusedProcess as exc:  # the adapter named a pid outside the run: a protocol break, so invalid
+        result.update(status="failed", verdict=Verdict.INVALID.value, refused=True, why=f"{exc}"[:2000])
+        result["violations"].append(f"{exc}"[:2000])
     except (ProtocolError, OperationFailed, RecoveryKitError) as exc:
         result.update(status="error", why=f"{type(exc).__name__}: {exc}"[:2000])
     except Exception as exc:  # a defect in the kit: keep the case's evidence and say so, never crash the run
