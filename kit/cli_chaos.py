@@ -4,7 +4,8 @@
 against an adapter (default: the bundled reference runtime), prints one line per case on stderr, and
 writes results.json plus the failure-acceptance report (JSON, Markdown, HTML) and a bundle per
 failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 invalid, 2 unknown,
-64 usage error.
+64 usage error; 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``: every process
+of the run reaped, results.json of the finished cases marked incomplete).
 """
 
 from __future__ import annotations
@@ -74,10 +75,8 @@ def _summary(doc: dict, out: Path | None) -> None:
 def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
           keep, list_only, as_json, quiet) -> int:
     """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
-    from recoverykit.chaos import random_waves as waves
-    from recoverykit.chaos import systematic
+    from recoverykit import signals
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
-    from recoverykit.chaos.reaper import reap_stale
     from recoverykit.chaos.shard import parse_shard, select
     from recoverykit.reports.merge import write_all
 
@@ -101,24 +100,48 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="recoverykit-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o700)
-    if random_waves is not None:
-        reap_stale()
-        t0, started = time.monotonic(), time.time()
-        declared = systematic.declare(adapter, out / "runs")
-        results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
-                                  progress=_progress(random_waves, quiet))
-        doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
-                                          selection={"random": random_waves, "seed": seed}, seed=seed,
-                                          started=started, wall_s=time.monotonic() - t0)
-    else:
-        doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
-                             workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
-                             progress=_progress(len(cases), quiet))
+    with signals.handled():
+        try:
+            doc = _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers, out,
+                       timeout_s, keep, quiet, None if random_waves is not None else len(cases))
+        except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped; what finished is written, marked incomplete
+            partial = getattr(exc, "partial_document", None)
+            if partial is not None:
+                write_all(partial, out)
+            signals.finish(exc, out / "results.json" if partial is not None else None)
     write_all(doc, out)
     if as_json:
         _emit_json(doc)
     _summary(doc, out)
     return Verdict(doc["verdict"]).exit_code
+
+
+def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers, out, timeout_s,
+         keep, quiet, total) -> dict:
+    """The run itself (systematic, replay or random waves); its results document."""
+    from recoverykit.chaos import random_waves as waves
+    from recoverykit.chaos import systematic
+    from recoverykit.chaos.reaper import reap_stale
+
+    if random_waves is None:
+        return systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
+                              workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
+                              progress=_progress(total, quiet))
+    reap_stale()
+    t0, started = time.monotonic(), time.time()
+    declared = systematic.declare(adapter, out / "runs")
+    selection = {"random": random_waves, "seed": seed}
+    try:
+        results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
+                                  progress=_progress(random_waves, quiet))
+    except KeyboardInterrupt as exc:
+        doc = systematic.results_document(getattr(exc, "partial_results", []), declared, mode="random",
+                                          shard=the_shard, selection=selection, seed=seed, started=started,
+                                          wall_s=time.monotonic() - t0)
+        exc.partial_document = systematic.incomplete(doc, exc, random_waves)  # type: ignore[attr-defined]
+        raise
+    return systematic.results_document(results, declared, mode="random", shard=the_shard, selection=selection,
+                                       seed=seed, started=started, wall_s=time.monotonic() - t0)
 
 
 @click.command()
