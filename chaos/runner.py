@@ -173,6 +173,14 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         if env.left:
             result["violations"].append(f"processes {env.left} outlived the case (run marker {env.marker})")
             result["status"] = "error" if result["status"] != "failed" else "failed"
+        if env.strays:  # found by session, process group or the run's open files, not by the marker: killed
+            result["strays"] = env.strays
+            result["violations"].append(f"processes {env.strays} of the case dropped the run marker "
+                                        f"(RECOVERYKIT_RUN_MARKER={env.marker}) and left the adapter's process tree; "
+                                        "the kit found them by the adapter's session or the run's open files and "
+                                        "killed them")
+            result["status"] = "error" if result["status"] != "failed" else "failed"
+            result.setdefault("why", result["violations"][-1])
         if result["status"] in ("failed", "error", "not_reached") and bundle_dir is not None:
             result["bundle"] = str(bundles.write(Path(bundle_dir), case, result, env, adapter, seed))
         if not keep:

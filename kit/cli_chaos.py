@@ -78,6 +78,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     from recoverykit import signals
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
     from recoverykit.chaos.shard import parse_shard, select
+    from recoverykit.conformance.errors import AdapterCommandError
     from recoverykit.reports.merge import write_all
 
     try:
@@ -104,6 +105,8 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         try:
             doc = _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers, out,
                        timeout_s, keep, quiet, None if random_waves is not None else len(cases))
+        except AdapterCommandError as exc:  # the adapter command cannot even start: a usage error, as in certify
+            raise UsageError(str(exc)) from None
         except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped; what finished is written, marked incomplete
             partial = getattr(exc, "partial_document", None)
             if partial is not None:
