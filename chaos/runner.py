@@ -32,13 +32,15 @@ from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import SCENARIOS_BY_NAME, Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
-from recoverykit.conformance.errors import OperationFailed, ProtocolError, RefusedProcess
+from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError, RefusedProcess
 from recoverykit.conformance.provider import ProviderTimeout
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict, combine
 from recoverykit.model.errors import RecoveryKitError
 
 QUIESCE_S = 30.0
+NEVER_UP_LIMIT = 2  # consecutive cases whose adapter never answered init or start: later ones are not run
+_NEVER_UP: dict[str, int] = {}  # per adapter command, in this process (the in-process run, or one xdist worker)
 QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point before it counts as unreached
 
 
@@ -82,6 +84,15 @@ def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | 
     return None
 
 
+def _declared_out(case: Case, init_ok: Any, result: dict[str, Any]) -> bool:
+    """True (and the result says why) when the adapter's declaration rules the case out."""
+    why = not_implemented_reason(case, init_ok.failpoints, [k.value for k in init_ok.restart_kinds],
+                                 [p.value for p in init_ok.profiles])
+    if why is not None:
+        result.update(status="not_implemented", why=why)
+    return why is not None
+
+
 def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) -> None:
     """The user acts while recovery is held: Pause / End / new input must take priority."""
     for work_id in work_ids:
@@ -101,18 +112,25 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
     scenario = SCENARIOS_BY_NAME[case.scenario]
     result: dict[str, Any] = {**case.as_dict(), "status": "error", "verdict": Verdict.UNKNOWN.value,
                               "clauses": [], "violations": [], "reached": None, "replay": replay_command(case, adapter)}
+    key = repr(adapter)
+    if _NEVER_UP.get(key, 0) >= NEVER_UP_LIMIT:  # the adapter's runtime never came up: do not wait for it again
+        result.update(why=f"not run: the adapter's runtime did not come up (no reply to init or start) in the last "
+                          f"{_NEVER_UP[key]} cases of this process; the case is unknown", leftovers=[], timings={})
+        return result
     t0 = time.monotonic()
     env = CaseEnv(adapter, scenario.provider_script(case.point, case.hit), base_dir=base_dir, timeout_s=timeout_s)
     timings: dict[str, float] = {}
     try:
-        init_ok = env.start()
-        result["adapter"] = {"name": init_ok.name, "version": init_ok.version, "warm_spare": env.warm}
-        why = not_implemented_reason(case, init_ok.failpoints, [k.value for k in init_ok.restart_kinds],
-                                     [p.value for p in init_ok.profiles])
-        if why is not None:
-            result.update(status="not_implemented", why=why)
-            return result
-        env.start_runtime(failpoints=arm(case))
+        try:
+            init_ok = env.start()
+            result["adapter"] = {"name": init_ok.name, "version": init_ok.version, "warm_spare": env.warm}
+            if _declared_out(case, init_ok, result):
+                return result
+            env.start_runtime(failpoints=arm(case))
+        except AdapterTimeout:  # silence on init or start: count it, so a runtime that never starts ends the run soon
+            _NEVER_UP[key] = _NEVER_UP.get(key, 0) + 1
+            raise
+        _NEVER_UP[key] = 0
         timings["started"] = time.monotonic() - t0
         for session in scenario.sessions:
             env.request_async("submit", session_id=f"{case.scenario}-{session}", client_msg_id=f"{session}-1",
