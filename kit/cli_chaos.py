@@ -10,6 +10,7 @@ of the run reaped, results.json of the finished cases marked incomplete).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -109,8 +110,10 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             raise UsageError(str(exc)) from None
         except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped; what finished is written, marked incomplete
             partial = getattr(exc, "partial_document", None)
-            if partial is not None:
-                write_all(partial, out)
+            if partial is not None:  # results.json first: the report is a bonus on the way out, never a crash
+                (out / "results.json").write_text(json.dumps(partial, indent=1, sort_keys=True, default=str) + "\n")
+                with contextlib.suppress(Exception):
+                    write_all(partial, out)
             signals.finish(exc, out / "results.json" if partial is not None else None)
     write_all(doc, out)
     if as_json:
