@@ -157,6 +157,22 @@ def kin(adapter_pid: int, files: Collection[str]) -> list[psutil.Process]:
     return found
 
 
+def _unmarked(found: list[psutil.Process], adapter_pid: int, marker: str | None) -> list[psutil.Process]:
+    """Of ``found``, those that really escaped: no marker and not under the adapter, also a moment later (a
+    process forked or exec'ing right now shows its parent and its environment a little late)."""
+    def escaped(p: psutil.Process) -> bool:
+        try:
+            if adapter_pid in {a.pid for a in p.parents()}:
+                return False
+        except psutil.Error:
+            return False  # gone: nothing to report
+        return not marker or proc_markers.value_of(p.pid, MARKER_ENV) != marker
+    suspects = [p for p in found if escaped(p)]
+    if suspects:
+        time.sleep(0.05)
+    return [p for p in suspects if alive(p) and escaped(p)]
+
+
 def _linux_proc() -> bool:
     return os.path.isdir("/proc/self/fd")
 
@@ -173,8 +189,9 @@ def terminate(proc: subprocess.Popen, *, marker: str | None, grace_s: float, exp
     if marker:
         family += [p for p in marked(marker) if p.pid not in known]
         known |= {p.pid for p in family}
-    strays = [p for p in kin(proc.pid, files) if p.pid not in known]
-    family += strays
+    found = [p for p in kin(proc.pid, files) if p.pid not in known]
+    family += found
+    strays = _unmarked(found, proc.pid, marker)
     if not _wait_exit(proc.pid, grace_s if expect_exit else min(grace_s, 0.2)):
         _signal_group(proc.pid, signal.SIGTERM)
         if not _wait_exit(proc.pid, grace_s):
