@@ -85,6 +85,7 @@ class CaseEnv:
         self._auto_thread: threading.Thread | None = None
         self.reaped: list[int] = []
         self.left: list[int] = []
+        self.strays: list[int] = []
         self.init_ok = None
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -104,6 +105,7 @@ class CaseEnv:
             self.provider.release(cut=True)
         with contextlib.suppress(Exception):
             self.client.close()
+        self.strays = list(getattr(self.client, "strays", []))  # escaped the marker; killed by the client's close
         found = leftovers(self.marker)
         if found:  # a scan that found nothing needs no second scan to prove it
             report = reap(self.marker)

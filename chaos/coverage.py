@@ -82,7 +82,7 @@ def classify(results: Iterable[dict[str, Any]], failpoints: Iterable[str], resta
 
 
 def _cell_status(point, kind, cases, dpoints, dkinds, reachable, sel_points, sel_kinds) -> tuple[str, str]:
-    ran = [c for c in cases if c["status"] in ("passed", "failed")]
+    ran = [c for c in cases if c["status"] in ("passed", "failed") and not c.get("refused")]  # refused: no kill
     if kind == RestartKind.CRASH_DURING_RECOVERY.value:
         ran = [c for c in ran if c.get("second_reached")]
     if ran:

@@ -138,8 +138,8 @@ def _signal(ref: ProcRef, sig: int) -> bool:
 
 
 def _protected() -> set[int]:
-    """This process and its ancestors: the kit never signals the process it runs in or its parents."""
-    return set(_ancestry(os.getpid()))
+    """pid 1, this process and its ancestors: the kit never signals init, the process it runs in or its parents."""
+    return {1, *_ancestry(os.getpid())}
 
 
 @functools.lru_cache(maxsize=4)
@@ -153,7 +153,7 @@ def _ancestry(pid: int) -> tuple[int, ...]:
 def _refuse_self(refs: Iterable[ProcRef]) -> None:
     mine = _protected() & {r.pid for r in refs}
     if mine:
-        raise InvalidArgument(f"refusing to signal pids {sorted(mine)}: they are this kit process or its "
+        raise InvalidArgument(f"refusing to signal pids {sorted(mine)}: they are init, this kit process or its "
                               "ancestors; kill the runtime's processes, not the kit's own")
 
 
@@ -197,9 +197,9 @@ def freeze_trees(roots: Iterable[ProcRef | int | psutil.Process], rounds: int = 
     roots = _as_refs(roots)
     _refuse_self(roots)
     members: set[ProcRef] = set()
-    frontier = roots
+    frontier, mine = roots, _protected()
     for _ in range(rounds):
-        new = [r for r in frontier if r not in members]
+        new = [r for r in frontier if r not in members and r.pid not in mine]  # a descendant is never the kit
         if not new:
             break
         for ref in new:

@@ -113,3 +113,21 @@ def reap_stale(timeout: float = 5.0, only: Iterable[str] | None = None, passes: 
         total.survivors = report.survivors  # a survivor is still stale: the next pass targets it again
     total.survivors = [ref for ref in total.survivors if ref.alive()]
     return total
+
+
+def owned_prefix(pid: int | None = None) -> str:
+    """The start of every marker made by process ``pid`` (default: this one)."""
+    proc = psutil.Process(pid)
+    return f"{MARKER_PREFIX}{proc.pid}-{round(proc.create_time() * 1000)}-"
+
+
+def reap_owned(timeout: float = 5.0) -> KillReport:
+    """SIGKILL every process carrying a marker this process made (its runs, spares, pytest workers), then
+    the stale runs those owned (an xdist worker's cases): how an interrupted kit stops everything of its run."""
+    prefix = owned_prefix()
+    report = kill_all([ref for m, refs in _marked().items() if m.startswith(prefix) for ref in refs], timeout)
+    more = reap_stale(timeout)
+    report.targets += more.targets
+    report.killed += more.killed
+    report.survivors += more.survivors
+    return report

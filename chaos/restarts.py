@@ -1,8 +1,10 @@
 """The restart kinds of seed 000, performed on a runtime held at an interruption point.
 
 Kills are the kit's own (psutil, SIGKILL, verified by the process's exit, never by the adapter's
-word); the kinds only the runtime can perform (frontend reload, normal exit, graceful worker
-restart, stop-all before exit) go through the adapter's ``restart``. Each function leaves the
+word) and only of pids that are provably of the case's run (``conformance.proc_guard``); a kill
+that finds nothing to kill raises ``NothingKilled`` (the case is unknown, never a pass). The kinds
+only the runtime can perform (frontend reload, normal exit, graceful worker restart, stop-all before
+exit) go through the adapter's ``restart``. Each function leaves the
 runtime started again and records a ``fault`` in the history with what it killed.
 
 - worker_kill: SIGKILL every worker alone; tool children live on; start again.
@@ -23,6 +25,7 @@ from recoverykit.chaos import killer
 from recoverykit.chaos.broker import FailpointNotHit
 from recoverykit.chaos.case_env import HOST_A, HOST_B, CaseEnv
 from recoverykit.chaos.cases import Case
+from recoverykit.conformance import proc_guard
 from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RestartKind
 from recoverykit.model.errors import RecoveryKitError
 
@@ -41,9 +44,23 @@ class RestartOutcome:
     detail: dict = field(default_factory=dict)
 
 
-def _refs(procs, roles: set[str]) -> list[killer.ProcRef]:
-    return [killer.ProcRef(p.pid, p.create_time) for p in procs if str(p.role.value if hasattr(p.role, "value")
-                                                                         else p.role) in roles]
+class NothingKilled(RecoveryKitError):
+    """A kill found no runtime process to kill: the case interrupted nothing, so it proves nothing (unknown)."""
+
+
+def _refs(env: CaseEnv, procs, roles: set[str]) -> list[killer.ProcRef]:
+    """The listed processes of ``roles``, each vetted as a process of this case (``proc_guard``): a pid the
+    adapter lists that is not of this run raises ``RefusedProcess`` before anything is signalled."""
+    chosen = [p for p in procs if str(p.role.value if hasattr(p.role, "value") else p.role) in roles]
+    return [killer.ProcRef(pid, ct) for pid, ct in proc_guard.vet(chosen, env.marker, adapter_pid=env.client.pid)]
+
+
+def _nonempty(killed: list[int], what: str, procs, required: bool) -> list[int]:
+    if required and not killed:
+        listed = [(p.pid, str(getattr(p.role, "value", p.role))) for p in procs]
+        raise NothingKilled(f"the {what} killed nothing: the adapter's processes reply listed {listed or 'no process'}"
+                            ", so no runtime process was interrupted and the case proves nothing")
+    return killed
 
 
 def _verify(report: killer.KillReport, what: str) -> list[int]:
@@ -52,20 +69,21 @@ def _verify(report: killer.KillReport, what: str) -> list[int]:
     return [r.pid for r in report.killed]
 
 
-def worker_kill(env: CaseEnv) -> list[int]:
+def worker_kill(env: CaseEnv, *, required: bool = True) -> list[int]:
     procs = env.processes()
     killed: list[int] = []
-    for ref in _refs(procs, {"worker"}):
+    for ref in _refs(env, procs, {"worker"}):
         report, _children = killer.kill_worker_only(ref)
         killed += _verify(report, "worker kill")
+    _nonempty(killed, "worker kill", procs, required)
     env.fault(RestartKind.WORKER_KILL.value, killed=killed, survivors=[p.pid for p in procs if p.pid not in killed])
     return killed
 
 
-def tree_kill(env: CaseEnv, label: str = RestartKind.TREE_KILL.value) -> list[int]:
+def tree_kill(env: CaseEnv, label: str = RestartKind.TREE_KILL.value, *, required: bool = True) -> list[int]:
     procs = env.processes()
-    members = killer.freeze_trees(_refs(procs, {"control", "worker", "tool", "other"}))
-    killed = _verify(killer.kill_all(members), "tree kill")
+    members = killer.freeze_trees(_refs(env, procs, {"control", "worker", "tool", "other"}))
+    killed = _nonempty(_verify(killer.kill_all(members), "tree kill"), label.replace("_", " "), procs, required)
     env.fault(label, killed=killed)
     return killed
 

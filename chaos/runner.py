@@ -10,7 +10,9 @@ The pipeline of one case, in order (etcd's robustness tests read the same way):
 6. verify: the history checker on the kit's own evidence, plus the model's prediction of the
    post-restart state (``prediction``); reap every process of the case and report any leftover.
 
-A case whose point is never reached ends ``not_reached`` (unknown, never a pass). A failing case keeps
+A case whose point is never reached ends ``not_reached`` (unknown, never a pass); one whose kill
+killed nothing ends ``error`` (unknown: ``restarts.NothingKilled``); one whose adapter listed a pid
+outside the run for the kit to kill ends ``failed`` (invalid, ``refused``) with nothing signalled. A failing case keeps
 its run dir and leaves a bundle with the command that replays it.
 """
 
@@ -30,7 +32,7 @@ from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
-from recoverykit.conformance.errors import OperationFailed, ProtocolError
+from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError, RefusedProcess
 from recoverykit.conformance.provider import ProviderTimeout
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import scenario_named
@@ -38,6 +40,8 @@ from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, 
 from recoverykit.model.errors import RecoveryKitError
 
 QUIESCE_S = 30.0
+NEVER_UP_LIMIT = 2  # consecutive cases whose adapter never answered init or start: later ones are not run
+_NEVER_UP: dict[str, int] = {}  # per adapter command, in this process (the in-process run, or one xdist worker)
 QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point before it counts as unreached
 
 
@@ -99,6 +103,15 @@ def _not_reached_why(env: CaseEnv, case: Case, timeout: float) -> str:
             f"requests still held: {', '.join(held) or 'none'}")
 
 
+def _declared_out(case: Case, init_ok: Any, result: dict[str, Any]) -> bool:
+    """True (and the result says why) when the adapter's declaration rules the case out."""
+    why = not_implemented_reason(case, init_ok.failpoints, [k.value for k in init_ok.restart_kinds],
+                                 [p.value for p in init_ok.profiles])
+    if why is not None:
+        result.update(status="not_implemented", why=why)
+    return why is not None
+
+
 def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) -> None:
     """The user acts while recovery is held: Pause / End / new input must take priority."""
     for work_id in work_ids:
@@ -106,9 +119,10 @@ def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) 
             env.request("pause", work_id=work_id)
         elif action == "end":
             env.request("end", work_id=work_id)
-    if action == "input":
-        env.request_async("submit", session_id=f"{scenario_name}-s1", client_msg_id="during-1",
-                          text="new input during recovery " + script_tag(f"{scenario_name}.s1")).join(env.timeout_s)
+    if action == "input":  # into the first session, tagged with its script, as the first input was
+        session = scenario_named(scenario_name).sessions[0]
+        env.request_async("submit", session_id=f"{scenario_name}-{session}", client_msg_id="during-1",
+                          text="new input during recovery " + script_tag(session)).join(env.timeout_s)
 
 
 def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
@@ -118,19 +132,26 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
     scenario = scenario_named(case.scenario)
     result: dict[str, Any] = {**case.as_dict(), "status": "error", "verdict": Verdict.UNKNOWN.value,
                               "clauses": [], "violations": [], "reached": None, "replay": replay_command(case, adapter)}
+    key = repr(adapter)
+    if _NEVER_UP.get(key, 0) >= NEVER_UP_LIMIT:  # the adapter's runtime never came up: do not wait for it again
+        result.update(why=f"not run: the adapter's runtime did not come up (no reply to init or start) in the last "
+                          f"{_NEVER_UP[key]} cases of this process; the case is unknown", leftovers=[], timings={})
+        return result
     t0 = time.monotonic()
     env = CaseEnv(adapter, scenario.provider_script(case.point, case.hit, chaos=True), base_dir=base_dir,
                   timeout_s=timeout_s)
     timings: dict[str, float] = {}
     try:
-        init_ok = env.start()
-        result["adapter"] = {"name": init_ok.name, "version": init_ok.version, "warm_spare": env.warm}
-        why = not_implemented_reason(case, init_ok.failpoints, [k.value for k in init_ok.restart_kinds],
-                                     [p.value for p in init_ok.profiles])
-        if why is not None:
-            result.update(status="not_implemented", why=why)
-            return result
-        env.start_runtime(failpoints=arm(case))
+        try:
+            init_ok = env.start()
+            result["adapter"] = {"name": init_ok.name, "version": init_ok.version, "warm_spare": env.warm}
+            if _declared_out(case, init_ok, result):
+                return result
+            env.start_runtime(failpoints=arm(case))
+        except AdapterTimeout:  # silence on init or start: count it, so a runtime that never starts ends the run soon
+            _NEVER_UP[key] = _NEVER_UP.get(key, 0) + 1
+            raise
+        _NEVER_UP[key] = 0
         timings["started"] = time.monotonic() - t0
         for session in scenario.sessions:
             env.request_async("submit", session_id=f"{case.scenario}-{session}", client_msg_id=f"{session}-1",
@@ -178,6 +199,9 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         if not quiescent:
             result["why"] = f"not quiescent within {QUIESCE_S:g} s after the restart"
         timings["verified"] = time.monotonic() - t0
+    except RefusedProcess as exc:  # the adapter named a pid outside the run: a protocol break, so invalid
+        result.update(status="failed", verdict=Verdict.INVALID.value, refused=True, why=f"{exc}"[:2000])
+        result["violations"].append(f"{exc}"[:2000])
     except (ProtocolError, OperationFailed, RecoveryKitError) as exc:
         result.update(status="error", why=f"{type(exc).__name__}: {exc}"[:2000])
     except Exception as exc:  # a defect in the kit: keep the case's evidence and say so, never crash the run
@@ -192,6 +216,14 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         if env.left:
             result["violations"].append(f"processes {env.left} outlived the case (run marker {env.marker})")
             result["status"] = "error" if result["status"] != "failed" else "failed"
+        if env.strays:  # found by session, process group or the run's open files, not by the marker: killed
+            result["strays"] = env.strays
+            result["violations"].append(f"processes {env.strays} of the case dropped the run marker "
+                                        f"(RECOVERYKIT_RUN_MARKER={env.marker}) and left the adapter's process tree; "
+                                        "the kit found them by the adapter's session or the run's open files and "
+                                        "killed them")
+            result["status"] = "error" if result["status"] != "failed" else "failed"
+            result.setdefault("why", result["violations"][-1])
         if result["status"] in ("failed", "error", "not_reached") and bundle_dir is not None:
             result["bundle"] = str(bundles.write(Path(bundle_dir), case, result, env, adapter, seed))
         if not keep:

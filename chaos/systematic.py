@@ -70,12 +70,16 @@ def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, base_dir
              progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run every case here, one after another; results in case order."""
     results = []
-    with spares.warm_spares():  # each case adopts the adapter started while the one before ran
-        for case in cases:
-            results.append(run_one(case, adapter, declared=declared, base_dir=base_dir, bundle_dir=bundle_dir,
-                                   timeout_s=timeout_s, keep=keep, seed=seed))
-            if progress is not None:
-                progress(results[-1])
+    try:
+        with spares.warm_spares():  # each case adopts the adapter started while the one before ran
+            for case in cases:
+                results.append(run_one(case, adapter, declared=declared, base_dir=base_dir, bundle_dir=bundle_dir,
+                                       timeout_s=timeout_s, keep=keep, seed=seed))
+                if progress is not None:
+                    progress(results[-1])
+    except KeyboardInterrupt as exc:  # SIGINT / SIGTERM: the cases finished so far go with it
+        exc.partial_results = list(results)  # type: ignore[attr-defined]
+        raise
     return results
 
 
@@ -177,16 +181,32 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
         selection = {"scenarios": scenarios or "all",
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
-    if workers == 0:
-        results = run_list(cases, adapter, base_dir=base, bundle_dir=bundles, timeout_s=timeout_s, keep=keep,
-                           seed=seed, declared=declared, progress=progress)
-    else:
-        from recoverykit.chaos.xdist_run import run_cases  # spawns pytest: only when asked to scale out
+    mode = "replay" if replay else "systematic"
+    try:
+        if workers == 0:
+            results = run_list(cases, adapter, base_dir=base, bundle_dir=bundles, timeout_s=timeout_s, keep=keep,
+                               seed=seed, declared=declared, progress=progress)
+        else:
+            from recoverykit.chaos.xdist_run import run_cases  # spawns pytest: only when asked to scale out
 
-        results = run_cases(cases, adapter, workers=workers, declared=declared, base_dir=base, bundle_dir=bundles,
-                            work_parent=out, timeout_s=timeout_s, keep=keep, seed=seed, progress=progress)
+            results = run_cases(cases, adapter, workers=workers, declared=declared, base_dir=base,
+                                bundle_dir=bundles, work_parent=out, timeout_s=timeout_s, keep=keep, seed=seed,
+                                progress=progress)
+    except KeyboardInterrupt as exc:  # SIGINT / SIGTERM: a document of the cases that finished, marked incomplete
+        done = list(getattr(exc, "partial_results", []))
+        doc = results_document(done, declared, mode=mode, shard=shard, selection=selection, seed=seed,
+                               started=started, wall_s=time.monotonic() - t0, trace=the_trace)
+        exc.partial_document = incomplete(doc, exc, len(cases))  # type: ignore[attr-defined]
+        raise
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
-    return results_document(results, declared, mode="replay" if replay else "systematic", shard=shard,
-                            selection=selection, seed=seed, started=started, wall_s=time.monotonic() - t0,
-                            trace=the_trace)
+    return results_document(results, declared, mode=mode, shard=shard, selection=selection, seed=seed,
+                            started=started, wall_s=time.monotonic() - t0, trace=the_trace)
+
+
+def incomplete(doc: dict[str, Any], exc: BaseException, total: int) -> dict[str, Any]:
+    """Mark a results document as cut short by a signal: never valid, and it says how far it got."""
+    name = getattr(exc, "name", "SIGINT")
+    why = f"interrupted by {name} after {len(doc['cases'])} of {total} cases; the rest never ran"
+    verdict = doc["verdict"] if doc["verdict"] == Verdict.INVALID.value else Verdict.UNKNOWN.value
+    return {**doc, "incomplete": True, "interrupted_by": name, "verdict": verdict, "reasons": [why, *doc["reasons"]]}

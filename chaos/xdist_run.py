@@ -33,6 +33,7 @@ from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import Case
 from recoverykit.chaos.reaper import leftovers, marked_env, new_marker, reap, reap_stale
 from recoverykit.conformance.errors import EnvironmentFault
+from recoverykit.model.errors import Interrupted
 
 POLL_S = 0.25
 SETTLE_S = 1.0  # after the last pass, how long to keep looking for a process that turned up late
@@ -68,8 +69,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
         return
 
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield  # someone above handles SIGTERM already (the CLI: recoverykit.signals)
+        return
+
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Interrupted(signum, signal.Signals(signum).name)
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
@@ -134,6 +139,12 @@ def run_cases(cases: Sequence[Case], adapter: str | list[str] | None, *, workers
                 if rc is not None:
                     break
                 time.sleep(POLL_S)
+        except KeyboardInterrupt as exc:  # SIGINT / SIGTERM: stop everything, keep what had reported
+            _stop(proc, marker)
+            for result in plugin.read_new_results(work, seen):
+                by_id[result["id"]] = result
+            exc.partial_results = [by_id[c.id] for c in cases if c.id in by_id]  # type: ignore[attr-defined]
+            raise
         finally:
             _stop(proc, marker)
     if not by_id and rc not in PYTEST_RAN:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -92,10 +93,11 @@ class Certification:
     clauses: dict[str, Verdict] = field(default_factory=dict)
     verdict: Verdict = Verdict.UNKNOWN
     seconds: float = 0.0
+    interrupted: int | None = None  # the signal that stopped the run early (results then say incomplete)
 
     @property
     def exit_code(self) -> int:
-        return self.verdict.exit_code
+        return 128 + self.interrupted if self.interrupted is not None else self.verdict.exit_code
 
     def replay_command(self, case: str | None = None) -> str:
         parts = ["recoverykit", "certify", "--adapter", self.adapter, "--seed", str(self.seed)]
@@ -111,7 +113,9 @@ class Certification:
                 "clauses": {c: {"verdict": v.value, "required": c in self.required}
                             for c, v in sorted(self.clauses.items())},
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
-                "replay": self.replay_command()}
+                "replay": self.replay_command(),
+                **({"incomplete": True, "interrupted_by": signal.Signals(self.interrupted).name}
+                   if self.interrupted is not None else {})}
 
 
 def certify(options: Options) -> Certification:
@@ -138,30 +142,54 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     cert = Certification(adapter, out, seed, options.profiles, required)
     chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
     lockstep = (not options.only or "lockstep" in options.only)
-    if chosen:  # the first run learns the declared profiles; the rest run side by side (mostly waiting)
-        cases = [_scenario_case(cert, chosen[0], options)]
-        if not cert.adapter_info and cases[0].verdict is not Verdict.NOT_APPLICABLE:
-            # the handshake itself failed: that is the verdict; every other case would only fail the same way
-            why = f"not run: the adapter's handshake failed in {cases[0].name}"
-            cases += [Case(s.id, "scenario", Verdict.UNKNOWN, s.clauses, message=why) for s in chosen[1:]]
-            cases += [Case("lockstep", "lockstep", Verdict.UNKNOWN, message=why)] if lockstep else []
-            lockstep = False
-        else:
-            with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-                cases += list(pool.map(lambda s: _scenario_case(cert, s, options), chosen[1:]))
-        cert.cases += cases
-    if lockstep and (not cert.declared or "chat_core" in cert.declared):
-        cert.cases.append(_lockstep_case(cert, options))
+    finished: list[Case] = []  # every case as it ends: what an interrupted run still reports
+
+    def done(case: Case) -> Case:
+        finished.append(case)
+        return case
+
+    try:
+        if chosen:  # the first run learns the declared profiles; the rest run side by side (mostly waiting)
+            cases = [done(_scenario_case(cert, chosen[0], options))]
+            if not cert.adapter_info and cases[0].verdict is not Verdict.NOT_APPLICABLE:
+                # the handshake itself failed: that is the verdict; every other case would only fail the same way
+                why = f"not run: the adapter's handshake failed in {cases[0].name}"
+                cases += [Case(s.id, "scenario", Verdict.UNKNOWN, s.clauses, message=why) for s in chosen[1:]]
+                cases += [Case("lockstep", "lockstep", Verdict.UNKNOWN, message=why)] if lockstep else []
+                lockstep = False
+            else:
+                pool = ThreadPoolExecutor(max_workers=PARALLEL)
+                try:
+                    cases += list(pool.map(lambda s: done(_scenario_case(cert, s, options)), chosen[1:]))
+                finally:
+                    pool.shutdown(wait=False, cancel_futures=True)  # an interrupt must not wait for queued ones
+            cert.cases += cases
+        if lockstep and (not cert.declared or "chat_core" in cert.declared):
+            cert.cases.append(done(_lockstep_case(cert, options)))
+    except KeyboardInterrupt as exc:  # SIGINT / SIGTERM (kit/signals.py): report what finished, marked incomplete
+        order = {s.id: i for i, s in enumerate(chosen)}
+        cert.cases = sorted(finished, key=lambda c: order.get(c.name, len(order)))
+        cert.interrupted = getattr(exc, "signum", signal.SIGINT)
+        exc.partial_results = _write(cert, started)  # type: ignore[attr-defined]
+        raise
+    _write(cert, started)
+    return cert
+
+
+def _write(cert: Certification, started: float) -> Path:
+    """Judge the cases so far, bundle the failing ones, write results.json and junit.xml."""
     cert.clauses = judge(cert)
-    cert.verdict = verdict_of(cert.clauses, required)
+    cert.verdict = verdict_of(cert.clauses, cert.required)
+    if cert.interrupted is not None and cert.verdict is Verdict.VALID:
+        cert.verdict = Verdict.UNKNOWN  # an interrupted run is never a pass
     for case in cert.cases:
         if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN) and case.run_dirs:
             case.bundle = write_bundle(cert, case)
     cert.seconds = time.monotonic() - started
-    write_private(out / "results.json", json.dumps(cert.as_dict(), indent=2) + "\n")
-    write_junit(cert, out / "junit.xml")
-    privatize(out / "junit.xml")
-    return cert
+    write_private(cert.out / "results.json", json.dumps(cert.as_dict(), indent=2) + "\n")
+    write_junit(cert, cert.out / "junit.xml")
+    privatize(cert.out / "junit.xml")
+    return cert.out / "results.json"
 
 
 def _tell(options: Options, name: str, what: str) -> None:

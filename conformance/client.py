@@ -99,6 +99,8 @@ class AdapterClient:
         self._proc = None
         self._pid: int | None = None
         self._reader: threading.Thread | None = None
+        self._kin_files: frozenset[str] = frozenset()
+        self.strays: list[int] = []  # killed at close: neither marked nor descended from the adapter (escaped)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -114,6 +116,7 @@ class AdapterClient:
             raise
         self._stderr.started()
         self._pid = self._proc.pid
+        self._kin_files = _held_files(self._stderr, self._proc)
         self._reader = threading.Thread(target=self._read_loop, name=f"adapter-reader-{self._proc.pid}", daemon=True)
         self._reader.start()
         return self
@@ -136,7 +139,8 @@ class AdapterClient:
             self._proc = None
             with contextlib.suppress(OSError):
                 proc.stdin.close()
-        client_process.terminate(proc, marker=self.run_marker, grace_s=self.grace_s, expect_exit=self.shut_down)
+        self.strays = client_process.terminate(proc, marker=self.run_marker, grace_s=self.grace_s,
+                                               expect_exit=self.shut_down, files=self._kin_files)
         if self._reader is not None:
             self._reader.join(timeout=self.grace_s)
         if self._reader is None or not self._reader.is_alive():
@@ -323,3 +327,12 @@ class AdapterClient:
             if self._pending.pop(call.request.msg_id, None) is not None:
                 self._abandoned.add(call.request.msg_id)
         return call.done.is_set()
+
+
+def _held_files(stderr, proc) -> frozenset[str]:
+    """How /proc/<pid>/fd names the run's private files: the adapter's stderr log and its stdio pipes."""
+    names = set()
+    for fileobj in (stderr, proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            names.add(os.readlink(f"/proc/self/fd/{fileobj.fileno()}"))
+    return frozenset(names)

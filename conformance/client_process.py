@@ -14,7 +14,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -105,12 +105,93 @@ def _wait_exit(pid: int, timeout_s: float) -> bool:
     return True
 
 
-def terminate(proc: subprocess.Popen, *, marker: str | None, grace_s: float, expect_exit: bool) -> None:
-    """End the adapter: let it exit (a full grace period if it was told to), SIGTERM its group, then SIGKILL."""
+def _stat_fields(pid: str) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2:].split()  # state ppid pgrp session ... (field 22, starttime, is [19])
+
+
+def holds(pid: int | str, files: Collection[str]) -> bool:
+    """Does the process have one of ``files`` open (paths, or ``pipe:[inode]`` as /proc/<pid>/fd shows them)?"""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in files:
+                return True
+    return False
+
+
+def kin(adapter_pid: int, files: Collection[str]) -> list[psutil.Process]:
+    """Processes of the adapter's session or process group, or holding the run's private files (its stderr log,
+    its stdio pipes) open: of the run even if they dropped the marker and left the adapter's tree (a double
+    fork). Call while the adapter is alive or an unreaped zombie, so its pid (the session id) is not reused.
+    A process that changed session, closed every inherited descriptor and dropped the marker cannot be
+    told apart from a stranger's: the kit does not kill it (docs/certify.md, "Process hygiene")."""
+    if not _linux_proc():
+        return []
+    me, found = os.getpid(), []
+    try:
+        since = _stat_fields(str(adapter_pid))
+        since_ticks = int(since[19]) if since else 0
+    except (IndexError, ValueError):
+        since_ticks = 0
+    key = str(adapter_pid).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (me, adapter_pid):
+            continue
+        fields = _stat_fields(entry)
+        if fields is None or len(fields) < 20 or fields[0] == b"Z":
+            continue
+        ours = key in (fields[2], fields[3])  # process group or session of the adapter
+        if not ours and files and int(fields[19]) >= since_ticks:  # only a process started since can hold them
+            ours = holds(entry, files)
+        if ours:
+            with contextlib.suppress(psutil.Error):
+                found.append(psutil.Process(int(entry)))
+    return found
+
+
+def _unmarked(found: list[psutil.Process], adapter_pid: int, marker: str | None) -> list[psutil.Process]:
+    """Of ``found``, those that really escaped: no marker and not under the adapter, also a moment later (a
+    process forked or exec'ing right now shows its parent and its environment a little late)."""
+    def escaped(p: psutil.Process) -> bool:
+        try:
+            if adapter_pid in {a.pid for a in p.parents()}:
+                return False
+        except psutil.Error:
+            return False  # gone: nothing to report
+        return not marker or proc_markers.value_of(p.pid, MARKER_ENV) != marker
+    suspects = [p for p in found if escaped(p)]
+    if suspects:
+        time.sleep(0.05)
+    return [p for p in suspects if alive(p) and escaped(p)]
+
+
+def _linux_proc() -> bool:
+    return os.path.isdir("/proc/self/fd")
+
+
+def terminate(proc: subprocess.Popen, *, marker: str | None, grace_s: float, expect_exit: bool,
+              files: Collection[str] = ()) -> list[int]:
+    """End the adapter: let it exit (a full grace period if it was told to), SIGTERM its group, then SIGKILL.
+
+    Returns the pids killed that neither descend from the adapter nor carry the marker (found by ``kin``):
+    runtime processes that escaped the run's marker, for the caller to report.
+    """
     family = descendants(proc.pid)
+    known = {f.pid for f in family} | {proc.pid}
     if marker:
-        known = {f.pid for f in family} | {proc.pid}
         family += [p for p in marked(marker) if p.pid not in known]
+        known |= {p.pid for p in family}
+    found = [p for p in kin(proc.pid, files) if p.pid not in known]
+    family += found
+    strays = _unmarked(found, proc.pid, marker)
     if not _wait_exit(proc.pid, grace_s if expect_exit else min(grace_s, 0.2)):
         _signal_group(proc.pid, signal.SIGTERM)
         if not _wait_exit(proc.pid, grace_s):
@@ -124,6 +205,7 @@ def terminate(proc: subprocess.Popen, *, marker: str | None, grace_s: float, exp
     deadline = time.monotonic() + grace_s
     while any(alive(p) for p in family) and time.monotonic() < deadline:
         time.sleep(0.002)
+    return [p.pid for p in strays]
 
 
 def alive(proc: psutil.Process) -> bool:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
-from recoverykit.conformance import client_process
+from recoverykit.conformance import client_process, proc_guard
 from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError
@@ -276,12 +276,16 @@ class Run:
         """SIGKILL runtime processes named by ``processes`` (pid + create_time); recorded as a fault.
 
         ``worker_kill`` kills workers alone (tool children live on); anything else kills every listed
-        process with its descendants.
+        process with its descendants. Every listed pid is vetted first (``proc_guard``): a pid not of
+        this run raises ``RefusedProcess`` (a protocol break) before anything is signalled.
         """
         listed = self.processes()
         if roles is None:
             roles = ("worker",) if kind == "worker_kill" else ("control", "worker", "tool", "other")
-        targets = [p for p in listed if p["role"] in roles]
+        chosen = [p for p in listed if p["role"] in roles]
+        adapter_pid = self.client.pid if self.client else None
+        targets = [{"pid": pid, "create_time": ct} for pid, ct in proc_guard.vet(chosen, self.marker,
+                                                                                 adapter_pid=adapter_pid)]
         killed = kill_listed(targets, tree=kind != "worker_kill")
         self.recorder.fault(kind, pids=killed, roles=list(roles))
         return killed
@@ -335,15 +339,17 @@ def _same(proc: psutil.Process, create_time: float | None) -> bool:
 def kill_listed(targets: list[dict[str, Any]], *, tree: bool) -> list[int]:
     """SIGSTOP then SIGKILL each listed process (and with ``tree`` its descendants); verified dead."""
     procs: dict[int, psutil.Process] = {}
+    guard = proc_guard.protected()  # never the kit itself, its ancestors or init, even as a descendant
     for t in targets:
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(t["pid"])
-            if not _same(proc, t.get("create_time")):
-                continue  # the pid was reused: never signal a stranger
+            if proc.pid in guard or not _same(proc, t.get("create_time")):
+                continue  # the kit's own, or the pid was reused: never signal a stranger
             procs[proc.pid] = proc
             if tree:
                 for child in proc.children(recursive=True):
-                    procs.setdefault(child.pid, child)
+                    if child.pid not in guard:
+                        procs.setdefault(child.pid, child)
     for proc in procs.values():
         with contextlib.suppress(psutil.Error):
             proc.suspend()
@@ -357,7 +363,10 @@ def kill_listed(targets: list[dict[str, Any]], *, tree: bool) -> list[int]:
 def marked(marker: str) -> list[psutil.Process]:
     """Live processes carrying ``marker`` (not this one)."""
     found = []
+    guard = proc_guard.protected()
     for proc in client_process.marked(marker):
+        if proc.pid in guard:
+            continue
         with contextlib.suppress(psutil.Error):
             if proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)

@@ -112,6 +112,10 @@ class OperationFailed(RecoveryKitError):
         super().__init__(f"The adapter refused {request_type!r} with error {code!r} ({kind}): {text}")
 
 
+class RefusedProcess(ProtocolError):
+    """The adapter's ``processes`` named a pid the kit may not kill: not of this run, or the kit's own."""
+
+
 class AdapterCommandError(InvalidArgument):
     """The adapter command line is empty, unparsable, or names a program that cannot be started."""
 
@@ -124,6 +128,7 @@ __all__ = [
     "MalformedMessage",
     "OperationFailed",
     "ProtocolError",
+    "RefusedProcess",
     "SnapshotMismatch",
     "UnexpectedReply",
 ]

@@ -63,3 +63,16 @@ def values(name: str) -> dict[int, str]:
 def carrying(name: str, value: str) -> list[int]:
     """Pids of the processes whose ``name`` is exactly ``value``."""
     return sorted(pid for pid, v in values(name).items() if v == value)
+
+
+def value_of(pid: int, name: str) -> str | None:
+    """The value of ``name`` in one process's environment, or None (unset, gone, or not ours to read)."""
+    if not _linux():
+        with contextlib.suppress(psutil.Error, OSError):
+            return psutil.Process(pid).environ().get(name)
+        return None
+    try:
+        with open(f"{_PROC}/{pid}/environ", "rb") as fh:
+            return _value(fh.read(), name.encode() + b"=")
+    except OSError:
+        return None

@@ -23,6 +23,7 @@ class Exit(IntEnum):
     UNKNOWN = 2
     USAGE = 64
     SOFTWARE = 70  # EX_SOFTWARE: a defect in the kit itself
+    INTERRUPTED = 130  # 128 + SIGINT; SIGTERM exits 143 (recoverykit.signals)
 
 
 # name -> "module:attribute"; the module is imported on first use.
@@ -98,9 +99,13 @@ def main(argv: list[str] | None = None) -> None:
         code = cli.main(args=argv, prog_name="recoverykit", standalone_mode=False)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        code = Exit.UNKNOWN
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C outside a run (a run exits in signals.finish)
+            click.echo("interrupted by SIGINT before any run started; exit 130", err=True)
+            code = Exit.INTERRUPTED
+        else:
+            click.echo("Aborted.", err=True)
+            code = Exit.UNKNOWN
     except click.UsageError as exc:
         exc.show()
         code = Exit.USAGE
@@ -115,8 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"Error ({type(exc).__name__}): {_visible(exc)}", err=True)
         code = Exit.UNKNOWN
     except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        code = Exit.UNKNOWN
+        click.echo("interrupted by SIGINT; exit 130", err=True)
+        code = Exit.INTERRUPTED
     except Exception as exc:  # a defect in the kit itself: short message, full traceback in a file
         code = _internal_error(exc)
     sys.exit(int(code or 0))

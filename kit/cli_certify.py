@@ -1,7 +1,8 @@
 """``recoverykit certify`` and ``recoverykit check``: thin skins over ``recoverykit.conformance.certify``.
 
 This module sits above the layers, so it is where the failpoint broker (``recoverykit.chaos``) is
-wired into the conformance environment. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage.
+wired into the conformance environment. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage;
+143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def _broker_factory():
 def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only) -> None:
     """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
 
-    Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error.
+    Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error;
+    interrupted by SIGTERM 143, by SIGINT 130 (partial results.json marked incomplete).
     """
     from recoverykit.conformance.certify import Options
     from recoverykit.conformance.certify import certify as run
@@ -61,6 +63,7 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     bad = [c for c in only if c != "lockstep" and c not in ids]
     if bad:
         raise click.UsageError(f"--only {bad[0]!r} is not a case; use `lockstep` or one of {', '.join(ids)}")
+    from recoverykit import signals
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
@@ -69,6 +72,8 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     task = bar.add_task("certifying", total=len(ids) + 1 if not only else len(only))
 
     def progress(name: str, what: str) -> None:
+        if signals.stopping():
+            return  # a case that ends now was cut by the signal: its verdict says nothing
         if what == "start":
             bar.update(task, description=f"running {name}")
         else:
@@ -81,10 +86,12 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     from recoverykit.chaos.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     try:
-        with bar:
+        with signals.handled(), bar:
             cert = run(options)
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from None
+    except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped, partial results written; exit 128 + signum
+        signals.finish(exc, getattr(exc, "partial_results", None))
     if as_json:
         click.echo(json.dumps(cert.as_dict(), indent=2))
     else:

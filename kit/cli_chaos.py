@@ -4,7 +4,8 @@
 against an adapter (default: the bundled reference runtime), prints one line per case on stderr, and
 writes results.json plus the failure-acceptance report (JSON, Markdown, HTML) and a bundle per
 failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 invalid, 2 unknown,
-64 usage error.
+64 usage error; 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``: every process
+of the run reaped, results.json of the finished cases marked incomplete).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import click
 from recoverykit.conformance.out_dir import claim
-from recoverykit.conformance.private_files import privatize
+from recoverykit.conformance.private_files import privatize, write_private
 from recoverykit.conformance.safe_text import visible
 from recoverykit.errors import UsageError
 from recoverykit.model.catalogue import Verdict
@@ -84,12 +85,13 @@ def _summary(doc: dict, out: Path | None) -> None:
 def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
           keep, list_only, trace_path, as_json, quiet) -> int:
     """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
-    from recoverykit.chaos import random_waves as waves
+    from recoverykit import signals
     from recoverykit.chaos import systematic
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
     from recoverykit.chaos.dry_run import TRACE_FILE, Trace
     from recoverykit.chaos.reaper import reap_stale
     from recoverykit.chaos.shard import parse_shard, select
+    from recoverykit.conformance.errors import AdapterCommandError
     from recoverykit.reports.merge import write_all
 
     try:
@@ -116,39 +118,68 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             held.enter_context(claim(out))
         except InvalidArgument as exc:
             raise UsageError(str(exc)) from None
-        if replay is None and random_waves is None:
-            if trace is None:
-                reap_stale()
-                declared = systematic.declare(adapter, out / "runs")
-                trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s)
-            trace.write(out / TRACE_FILE)
-            cases = select(enumerate_cases(trace, scenarios, points, kinds), the_shard)
-            if not quiet:
-                click.echo(f"dry run: {len(trace.reached)} scenario(s) traced in {trace.total_s:.1f} s; "
-                           f"{len(cases)} case(s) in this selection; trace: {out / TRACE_FILE}", err=True)
-        if list_only:
-            for case in cases if random_waves is None else []:
-                click.echo(visible(case.id))
-            return 0
-        if random_waves is not None:
-            reap_stale()
-            t0, started = time.monotonic(), time.time()
-            declared = systematic.declare(adapter, out / "runs")
-            results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
-                                      progress=_progress(random_waves, quiet))
-            doc = systematic.results_document(results, declared, mode="random", shard=the_shard,
-                                              selection={"random": random_waves, "seed": seed}, seed=seed,
-                                              started=started, wall_s=time.monotonic() - t0)
-        else:
-            doc = systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
-                                 workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
-                                 trace=trace, progress=_progress(len(cases), quiet))
+        with signals.handled():
+            try:
+                if replay is None and random_waves is None:
+                    if trace is None:
+                        reap_stale()
+                        declared = systematic.declare(adapter, out / "runs")
+                        trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s)
+                    trace.write(out / TRACE_FILE)
+                    cases = select(enumerate_cases(trace, scenarios, points, kinds), the_shard)
+                    if not quiet:
+                        click.echo(f"dry run: {len(trace.reached)} scenario(s) traced in {trace.total_s:.1f} s; "
+                                   f"{len(cases)} case(s) in this selection; trace: {out / TRACE_FILE}", err=True)
+                if list_only:
+                    for case in cases if random_waves is None else []:
+                        click.echo(visible(case.id))
+                    return 0
+                doc = _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers,
+                           out, timeout_s, keep, quiet, None if random_waves is not None else len(cases), trace)
+            except AdapterCommandError as exc:  # the adapter command cannot even start: a usage error
+                raise UsageError(str(exc)) from None
+            except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped; what finished is written, incomplete
+                partial = getattr(exc, "partial_document", None)
+                if partial is not None:  # results.json first: the report is a bonus on the way out, never a crash
+                    write_private(out / "results.json", json.dumps(partial, indent=1, sort_keys=True, default=str)
+                                  + "\n")
+                    with contextlib.suppress(Exception):
+                        write_all(partial, out)
+                signals.finish(exc, out / "results.json" if partial is not None else None)
         for path in write_all(doc, out).values():
             privatize(path)  # results and reports are as private as the runs: 0600
     if as_json:
         _emit_json(doc)
     _summary(doc, out)
     return Verdict(doc["verdict"]).exit_code
+
+
+def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers, out, timeout_s,
+         keep, quiet, total, trace) -> dict:
+    """The run itself (systematic, replay or random waves); its results document."""
+    from recoverykit.chaos import random_waves as waves
+    from recoverykit.chaos import systematic
+    from recoverykit.chaos.reaper import reap_stale
+
+    if random_waves is None:
+        return systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
+                              workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
+                              trace=trace, progress=_progress(total, quiet))
+    reap_stale()
+    t0, started = time.monotonic(), time.time()
+    declared = systematic.declare(adapter, out / "runs")
+    selection = {"random": random_waves, "seed": seed}
+    try:
+        results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
+                                  progress=_progress(random_waves, quiet))
+    except KeyboardInterrupt as exc:
+        doc = systematic.results_document(getattr(exc, "partial_results", []), declared, mode="random",
+                                          shard=the_shard, selection=selection, seed=seed, started=started,
+                                          wall_s=time.monotonic() - t0)
+        exc.partial_document = systematic.incomplete(doc, exc, random_waves)  # type: ignore[attr-defined]
+        raise
+    return systematic.results_document(results, declared, mode="random", shard=the_shard, selection=selection,
+                                       seed=seed, started=started, wall_s=time.monotonic() - t0)
 
 
 @click.command()

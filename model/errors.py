@@ -34,3 +34,15 @@ class MalformedRecord(ModelError):
 
 class EventNotEnabled(ModelError):
     """An event that cannot happen in this state (e.g. resuming work that is not paused); state unchanged."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The kit was asked to stop (SIGINT, SIGTERM): ``signum`` says which; the exit is 128 + signum.
+
+    A KeyboardInterrupt, so ``except Exception`` never swallows it and every ``finally`` on the way
+    out still runs (reaping, partial results).
+    """
+
+    def __init__(self, signum: int, name: str) -> None:
+        self.signum, self.name = signum, name
+        super().__init__(f"interrupted by {name}")

@@ -1,0 +1,92 @@
+"""Which pids the kit may signal: only processes of its own run; never itself, its ancestors or init.
+
+The pids the kit kills come from the adapter's ``processes`` reply, which is the adapter's word. So
+before any signal is sent, every listed pid is checked against the kernel:
+
+- pid 1, the kit's own process and its ancestors are refused, whatever they carry;
+- the adapter process itself is refused (the protocol lists runtime processes, never the adapter);
+- the process must carry the run marker (``RECOVERYKIT_RUN_MARKER``) in its environment, or descend
+  from a process that does (a runtime child that exec'd with a cleaned environment);
+- its start time must match the listed ``create_time`` (a reused pid or a wrong listing is refused).
+
+A listed pid that is already gone (or a zombie) is skipped: there is nothing left to kill. Anything
+else is refused with ``RefusedProcess``, a protocol break (invalid) that names the pid, before any
+process has been signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import psutil
+from recoverykit.conformance import proc_markers
+from recoverykit.conformance.errors import RefusedProcess
+
+MARKER_ENV = "RECOVERYKIT_RUN_MARKER"
+IDENTITY_TOLERANCE_S = 0.05  # create_time comes from clock ticks (10 ms): recomputations agree well within this
+
+
+def protected() -> frozenset[int]:
+    """pid 1, this process and its ancestors: never signalled by the kit."""
+    me = psutil.Process()
+    with contextlib.suppress(psutil.Error):
+        return frozenset({1, me.pid, *(p.pid for p in me.parents())})
+    return frozenset({1, me.pid, os.getppid()})
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _refuse(pid: int, why: str) -> RefusedProcess:
+    return RefusedProcess(f"the kit refused to kill pid {pid}: {why}; nothing was signalled (processes must name "
+                          "only live processes of this run)", doc="docs/protocol.md#processes")
+
+
+def of_run(pid: int, marker: str, stop: frozenset[int] = frozenset()) -> bool:
+    """Does ``pid`` carry ``marker``, or descend from a process that does (up to, not through, ``stop``)?"""
+    try:
+        chain = [pid, *(p.pid for p in psutil.Process(pid).parents())]
+    except psutil.Error:
+        return False
+    for ancestor in chain:
+        if ancestor in stop:
+            return False
+        if proc_markers.value_of(ancestor, MARKER_ENV) == marker:
+            return True
+    return False
+
+
+def vet(listed: Iterable[Any], marker: str, *, adapter_pid: int | None = None) -> list[tuple[int, float]]:
+    """(pid, create_time) of each listed process the kit may kill; raises ``RefusedProcess`` for any other."""
+    guard = protected()
+    out: list[tuple[int, float]] = []
+    for item in listed:
+        pid, listed_ct = _field(item, "pid"), _field(item, "create_time")
+        if pid == 1:
+            raise _refuse(pid, "pid 1 is the system's init")
+        if pid in guard:
+            raise _refuse(pid, "it is the kit's own process or one of its ancestors")
+        if adapter_pid is not None and pid == adapter_pid:
+            raise _refuse(pid, "it is the adapter process itself (processes lists runtime processes only)")
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                actual, status = proc.create_time(), proc.status()
+        except psutil.NoSuchProcess:
+            continue  # gone since it was listed: nothing left to kill
+        except psutil.Error as exc:
+            raise _refuse(pid, f"the kit cannot inspect it ({type(exc).__name__})") from None
+        if status == psutil.STATUS_ZOMBIE:
+            continue  # already dead; only its parent's wait is missing
+        if listed_ct is not None and abs(actual - float(listed_ct)) > IDENTITY_TOLERANCE_S:
+            raise _refuse(pid, f"it was listed with create_time {listed_ct} but the process with that pid started "
+                               f"at {actual:.3f} (a reused pid, or not the process meant)")
+        if not of_run(pid, marker, guard):
+            raise _refuse(pid, f"it does not carry this run's marker ({MARKER_ENV}={marker}) and descends from no "
+                               "process that does: it is not a process of this run")
+        out.append((pid, actual))
+    return out
