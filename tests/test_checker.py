@@ -26,12 +26,14 @@ def _receipt(rid="r1", tokens=(10, 5), usage="known"):
             "usage": usage}
 
 
-def _ledger(rid="r1", reported=(10, 5), delivered=True, seq=1, time=1.0):
+def _ledger(rid="r1", reported=(10, 5), delivered=True, seq=1, time=1.0, usage_chunks=3):
     usage = {"prompt_tokens": reported[0], "completion_tokens": reported[1]} if reported else None
     return [{"event": "request", "seq": seq, "time": time, "request_id": rid, "request_id_source": "header",
-             "attempt": 1, "script_id": "t1", "step": 0},
+             "response_id": f"chatcmpl-{seq}", "attempt": 1, "script_id": "t1", "step": 0},
             {"event": "response", "seq": seq, "time": time + 0.1, "request_id": rid, "delivered": delivered,
-             "usage_billed": {"prompt_tokens": 10, "completion_tokens": 5}, "usage_reported": usage}]
+             "response_id": f"chatcmpl-{seq}", "response_id_sent": True,
+             "usage_billed": {"prompt_tokens": 10, "completion_tokens": 5}, "usage_reported": usage,
+             "usage_chunks": usage_chunks if reported else 0}]
 
 
 def _execution(token, pid=100, effect="unknown"):
@@ -113,7 +115,8 @@ def test_dropped_receipt_is_invalid():
 
 
 def test_usage_without_request_ids_is_unknown():
-    ledger = _ledger()
+    """No X-Request-Id, and the receipt names neither the provider's request id nor its response id."""
+    ledger = _ledger(rid="req_1_abc")
     ledger[0]["request_id_source"] = "generated"
     assert _verdicts(_run(ledger=ledger))["USG-03"] is Verdict.UNKNOWN
 
