@@ -121,9 +121,10 @@ class Worker:
         failpoint("provider.request.before", work_id)
         reply = self.call_provider(messages, request_id, work_id)
         failpoint("usage.persist.before", work_id)
-        with tx(self.db):
-            self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='known' WHERE request_id=?",
-                            (reply["usage"][0], reply["usage"][1], request_id))
+        if reply["usage"] is not None:  # a reply that reported no usage leaves the receipt unknown, never zero
+            with tx(self.db):
+                self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='known' WHERE request_id=?",
+                                (reply["usage"][0], reply["usage"][1], request_id))
         failpoint("usage.persist.after", work_id)
         assistant = {"role": "assistant", "content": reply["text"] or None}
         if reply["tool_calls"]:
@@ -226,7 +227,7 @@ class Worker:
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"provider answered {resp.status}: {resp.read()[:200]!r}")
-        text, calls, usage = "", {}, [0, 0]
+        text, calls, usage = "", {}, None
         for raw in resp:
             line = raw.decode().strip()
             if not line.startswith("data:") or line == "data: [DONE]":
@@ -234,6 +235,7 @@ class Worker:
             chunk = json.loads(line[5:])
             if chunk.get("usage"):
                 got = [chunk["usage"]["prompt_tokens"], chunk["usage"]["completion_tokens"]]
+                usage = usage or [0, 0]
                 if self.bug == "sum_usage":  # BUG: cumulative snapshots summed instead of a watermark
                     usage = [usage[0] + got[0], usage[1] + got[1]]
                 else:
