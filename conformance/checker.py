@@ -133,50 +133,98 @@ def _tokens(usage: dict[str, Any] | None) -> tuple[int, int] | None:
 
 
 def check_usage(ev: Evidence) -> list[ClauseResult]:
-    """USG-03 counted once, USG-05 watermark not sum, USG-10 unknown stays unknown (never fabricated)."""
+    """USG-03 counted once, USG-05 watermark not sum, USG-10 unknown stays unknown (never fabricated).
+
+    A receipt names its provider attempt by ``request_id``: the ``X-Request-Id`` the runtime sent, or the
+    response ``id`` (``chatcmpl-...``) the provider returned for that attempt (what an OpenAI client keeps).
+    USG-05 is judged only on attempts that reported usage in more than one chunk (style ``cumulative``):
+    with one usage object, summing and a watermark agree, so such a run cannot tell them apart.
+    """
     final = ev.history.final_observation()
     receipts = _section(final, "usage_receipts")
     ledger_calls = [c for c in calls(ev.ledger)]
     ids = ("USG-03", "USG-05", "USG-10")
     if receipts is None or not ledger_calls:
         return [_result(i, Verdict.UNKNOWN, "usage_receipts not observed, or no provider request") for i in ids]
-    if any(c.request.get("request_id_source") != "header" for c in ledger_calls):
-        return [_result(i, Verdict.UNKNOWN, "the runtime sent requests without X-Request-Id; "
-                        "receipts cannot be matched to the provider's ledger") for i in ids]
+    all_header = all(c.header_request_id for c in ledger_calls)
     by_id: dict[str, list[Call]] = defaultdict(list)
     for c in ledger_calls:
-        by_id[c.request["request_id"]].append(c)
+        for key in c.ids():
+            by_id[key].append(c)
     rec_by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in receipts:
         rec_by_id[r["request_id"]].append(r)
-    once, watermark, unknown = [], [], []
+    once, watermark, unknown, unattributed = [], [], [], []
+    cumulative_judged = 0
     for rid, recs in rec_by_id.items():
         billed = [c for c in by_id.get(rid, [])]
         if len(recs) > max(1, len(billed)):
             once.append(f"request {rid}: {len(recs)} receipts for {len(billed)} provider attempts")
         known = [r for r in recs if r["usage"] == "known"]
-        if known and not billed:
-            unknown.append(f"request {rid}: a known receipt but the provider never received it (fabricated)")
+        partial = [r for r in recs if r["usage"] == "partial"
+                   and (r.get("prompt_tokens") or r.get("completion_tokens"))]  # a zero lower bound claims nothing
+        if (known or partial) and not billed:
+            if all_header:
+                unknown.append(f"request {rid}: a receipt with usage but the provider never received it (fabricated)")
+            else:  # no X-Request-Id: the id may be the runtime's own, which the kit cannot match
+                unattributed.append(rid)
             continue
         seen_usage = [_tokens(c.usage_reported) for c in billed]
-        for r in known:
+        cumulative = any(c.usage_chunks > 1 for c in billed)
+        for r in [*known, *partial]:
             got = (r.get("prompt_tokens") or 0, r.get("completion_tokens") or 0)
+            cumulative_judged += cumulative
             if all(u is None for u in seen_usage):
-                unknown.append(f"request {rid}: known usage {got} but the response carried none (should be unknown)")
+                unknown.append(f"request {rid}: {r['usage']} usage {got} but the response carried none "
+                               "(should be unknown)")
+            elif r["usage"] == "partial":  # a lower bound: never above what the client could have read
+                if all(u is None or sum(got) > sum(u) for u in seen_usage):
+                    watermark.append(f"request {rid}: partial receipt says {got}, above all the provider reported "
+                                     f"{seen_usage} (cumulative snapshots summed?)")
             elif got not in seen_usage:
                 bigger = any(u is not None and sum(got) > sum(u) for u in seen_usage)
                 (watermark if bigger else unknown).append(
                     f"request {rid}: receipt says {got}, the provider reported {seen_usage}"
                     + (" (cumulative snapshots summed?)" if bigger else ""))
     if final is not None and final.quiescent:
-        for rid, billed in by_id.items():
-            if rid not in rec_by_id and any(c.response is not None for c in billed):
-                unknown.append(f"request {rid}: the provider answered but no receipt exists (usage dropped)")
+        # Per work item, the receipts that name no attempt the kit knows: without X-Request-Id, one of them may
+        # be an attempt the runtime named by its own id before it saw the response id.
+        spare = Counter(r.get("work_id") for r in receipts if r["request_id"] not in by_id)
+        work_of = ev.work_of_script()
+        for c in ledger_calls:
+            if c.response is None or any(key in rec_by_id for key in c.ids()):
+                continue
+            if c.header_request_id:
+                unknown.append(f"request {c.header_request_id}: the provider answered but no receipt exists "
+                               "(usage dropped)")
+                continue
+            work_id = work_of.get(c.request.get("script_id"))
+            if not c.response_id_sent or work_id is None:
+                continue  # the runtime never saw an id to name this attempt by (or the kit cannot tell whose)
+            if spare[work_id] > 0:  # a receipt the kit could not match may be this one
+                spare[work_id] -= 1
+                continue
+            unknown.append(f"response {c.response_id} ({work_id}): the provider answered but no receipt exists "
+                           "(usage dropped)")
+    matched = sum(len(recs) for rid, recs in rec_by_id.items() if rid in by_id)
+    undecided = ""
+    if unattributed:
+        undecided = (f"{len(unattributed)} receipts with usage match neither an X-Request-Id the runtime sent nor a "
+                     f"response id the provider returned (e.g. {unattributed[0]!r})")
+    elif not matched and not all_header:
+        undecided = ("the runtime sent no X-Request-Id and no receipt names a response id; "
+                     "receipts cannot be matched to the provider's ledger")
     out = []
     for clause_id, problems in zip(ids, (once, watermark, unknown), strict=True):
-        verdict = Verdict.INVALID if problems else Verdict.VALID
-        out.append(_result(clause_id, verdict, problems[0] if problems else f"{len(receipts)} receipts",
-                           problems))
+        if problems:
+            out.append(_result(clause_id, Verdict.INVALID, problems[0], problems))
+        elif undecided:
+            out.append(_result(clause_id, Verdict.UNKNOWN, undecided))
+        elif clause_id == "USG-05" and not cumulative_judged:
+            out.append(_result(clause_id, Verdict.UNKNOWN, "no receipt with usage for an attempt that reported "
+                               "cumulative usage in more than one chunk"))
+        else:
+            out.append(_result(clause_id, Verdict.VALID, f"{len(receipts)} receipts"))
     return out
 
 

@@ -23,7 +23,7 @@ ENVIRONMENT_POINTS: tuple[str, ...] = tuple(p.name for p in INTERRUPTION_POINTS 
 def provider_fault(point: str, *, attempts: list[int] | None = None, at_chunk: int = 2) -> Fault:
     """The script fault that holds a request at ``point`` (``attempts`` None: every attempt).
 
-    Mid-stream holds after ``at_chunk`` chunks; give the step ``cumulative_usage`` so some usage has
+    Mid-stream holds after ``at_chunk`` chunks; give the step ``usage_style: cumulative`` so some usage has
     reached the runtime by then.
     """
     if point == "provider.request.inflight":

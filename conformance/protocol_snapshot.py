@@ -135,7 +135,11 @@ class Approval(Record):
 class UsageReceipt(Record):
     receipt_id: Id
     work_id: Id
-    request_id: Id = Field(description="The provider request id fixed before dispatch.")
+    request_id: Id = Field(description=(
+        "The provider attempt this receipt is for, as the kit can match it: the X-Request-Id the runtime "
+        "sent with that attempt (fixed before dispatch), or the response id (chatcmpl-...) the provider "
+        "returned for it (what an OpenAI client keeps). Either works. A receipt with usage that names "
+        "neither is fabricated if the runtime sends X-Request-Id, else the usage clauses stay unknown."))
     attempt: int = Field(ge=1, description="Provider attempt number of this request (retries are new attempts).")
     goal_id: Id | None = Field(description="The Goal the usage is attributed to; null for ordinary chat.")
     revision: int | None = Field(ge=0, description="The Goal revision attributed; null with goal_id.")

@@ -4,9 +4,14 @@
 thread per request. The reply comes from a ``ProviderScript`` (see ``provider_script``); every
 request and every response (delivered or cut off) goes to the durable ledger (``provider_ledger``).
 Streams are SSE ``data:`` chunks ending with ``data: [DONE]`` over chunked HTTP/1.1, so a cut is
-visible to the client as an incomplete body. Usage in a stream: the final usage-only chunk when the
-request sets ``stream_options.include_usage``, and, when the step asks for cumulative usage, a
-cumulative ``usage`` in every chunk (a runtime must settle by watermark, never by summing).
+visible to the client as an incomplete body. Usage is reported in the step's usage style
+(``provider_script.USAGE_STYLES``): ``final`` (OpenAI's: one final usage-only chunk when the request
+sets ``stream_options.include_usage``), ``cumulative`` (a running total in every chunk; a runtime must
+settle by watermark, never by summing) or ``none``.
+
+Every attempt gets its own OpenAI-style response id (``chatcmpl-...``), in the body of every 200
+reply and in the ledger, so a receipt can name its attempt by the id an OpenAI client keeps, not only
+by an ``X-Request-Id`` header the runtime sent.
 
 A scripted hold parks the request and tells the kit (``wait_for_held``), which makes "provider
 request in flight" and "response mid-stream" reachable without the runtime's cooperation; the kit
@@ -73,6 +78,11 @@ class Planned:
     script: Script
     step_index: int
     step: Step
+    response_id: str = ""  # the reply's OpenAI ``id``, unique per attempt
+
+    @property
+    def usage_style(self) -> str:
+        return self.script.style_of(self.step)
 
 
 CLOSE_GRACE_S = 1.0  # in-flight replies may finish on their own before their connections are shut down
@@ -191,17 +201,19 @@ class ScriptedProvider:
             self._attempts[key] = attempt = self._attempts.get(key, 0) + 1
         request_id = header_request_id or f"req_{seq}_{uuid.uuid4().hex[:12]}"
         step = script.step(step_index) if script else None
+        response_id = new_response_id(seq) if step is not None else None
         if script is not None and step is None:
             why = f"script {script.id!r} has {len(script.steps)} steps; the request asks for step {step_index}"
         stream_options = body.get("stream_options") or {}
-        self.ledger.append("request", seq=seq, request_id=request_id,
+        self.ledger.append("request", seq=seq, request_id=request_id, response_id=response_id,
                            request_id_source="header" if header_request_id else "generated", attempt=attempt,
+                           usage_style=script.style_of(step) if script and step else None,
                            script_id=script.id if script else None, step=step_index, stream=bool(body.get("stream")),
                            include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
                            model=body.get("model"), idempotency_key=idempotency_key, **_conversation(body))
         if step is None:
             return None, why, seq, request_id
-        return Planned(seq, request_id, attempt, script, step_index, step), "", seq, request_id
+        return Planned(seq, request_id, attempt, script, step_index, step, response_id), "", seq, request_id
 
     def hold(self, plan: Planned, at_chunk: int, client_gone: Callable[[], bool] = lambda: False) -> bool:
         """Park the calling handler until released; True to continue, False to cut.
@@ -313,6 +325,11 @@ class ScriptedProvider:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def new_response_id(seq: int) -> str:
+    """An OpenAI-style completion id, unique per attempt (``seq`` within a ledger, random across ledgers)."""
+    return f"chatcmpl-rk{seq}-{uuid.uuid4().hex[:20]}"
 
 
 def _join(threads: list[threading.Thread], seconds: float) -> None:

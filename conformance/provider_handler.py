@@ -186,8 +186,8 @@ class Handler(BaseHTTPRequestHandler):
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,
-                                        chunks_sent=0, usage_billed=None, usage_reported=None, probe_tokens=[],
-                                        cut=None)
+                                  chunks_sent=0, usage_billed=None, usage_reported=None, usage_chunks=0,
+                                  response_id=None, response_id_sent=False, probe_tokens=[], cut=None)
             return
         self._serve_plan(plan, body)
 
@@ -209,8 +209,9 @@ class Handler(BaseHTTPRequestHandler):
         calls = tool_calls_of(plan)
         tokens = [json.loads(c["function"]["arguments"])["probe_token"] for c in calls]
         outcome = {"seq": plan.seq, "request_id": plan.request_id, "status": 200, "stream": stream, "delivered": False,
-                   "chunks_sent": 0, "usage_billed": step.usage.as_openai(), "usage_reported": None,
-                   "probe_tokens": tokens, "cut": None}
+                   "chunks_sent": 0, "usage_style": plan.usage_style, "usage_billed": step.usage.as_openai(),
+                   "usage_reported": None, "usage_chunks": 0, "response_id": plan.response_id,
+                   "response_id_sent": False, "probe_tokens": tokens, "cut": None}
         try:
             if fault is not None and fault.kind == "error":
                 self._send_json(fault.status, error_body(fault.message, "server_error" if fault.status >= 500
@@ -248,37 +249,39 @@ class Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": plan.step.text}
         if calls:
             message["tool_calls"] = calls
-        usage = plan.step.usage.as_openai()
-        payload = {"id": f"chatcmpl-{plan.seq}", "object": "chat.completion", "created": int(time.time()),
+        payload = {"id": plan.response_id, "object": "chat.completion", "created": int(time.time()),
                    "model": plan.script.model, "choices": [{"index": 0, "message": message, "logprobs": None,
-                                                            "finish_reason": plan.step.finish_reason}],
-                   "usage": usage}
+                                                            "finish_reason": plan.step.finish_reason}]}
+        usage = None if plan.usage_style == "none" else plan.step.usage.as_openai()
+        if usage is not None:  # a non-streamed reply carries its usage in the body (final and cumulative alike)
+            payload["usage"] = usage
         self._send_json(200, payload, plan.request_id)
-        outcome.update(delivered=True, chunks_sent=1, usage_reported=usage)
+        outcome.update(delivered=True, chunks_sent=1, usage_reported=usage, usage_chunks=int(usage is not None),
+                       response_id_sent=True)
 
     def _stream(self, plan: Planned, body: dict, calls: list, fault: Any, outcome: dict) -> None:
         step = plan.step
         options = body.get("stream_options") or {}
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        cumulative = step.cumulative_usage if step.cumulative_usage is not None else plan.script.cumulative_usage
+        style = plan.usage_style
         deltas: list[dict[str, Any]] = []
         if step.text is not None:
             deltas += [{"content": piece} for piece in split_text(step.text, step.chunks)]
         deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(calls)]
         deltas[0] = {"role": "assistant", **deltas[0]}
-        base = {"id": f"chatcmpl-{plan.seq}", "object": "chat.completion.chunk", "created": int(time.time()),
+        base = {"id": plan.response_id, "object": "chat.completion.chunk", "created": int(time.time()),
                 "model": plan.script.model}
         chunks = []
         for j, delta in enumerate([*deltas, {}], start=1):
             last = j == len(deltas) + 1
             chunk = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
                                           "finish_reason": step.finish_reason if last else None}]}
-            if cumulative:
+            if style == "cumulative":
                 chunk["usage"] = step.usage.fraction(j, len(deltas) + 1).as_openai()
-            elif include_usage:
-                chunk["usage"] = None
+            elif style == "final" and include_usage:
+                chunk["usage"] = None  # as OpenAI: the key is there, the usage comes in the last chunk
             chunks.append(chunk)
-        if include_usage:
+        if include_usage and style != "none":
             chunks.append({**base, "choices": [], "usage": step.usage.as_openai()})
         self._maybe_fault(plan, fault, 0)
         self.send_response(200)
@@ -293,9 +296,10 @@ class Handler(BaseHTTPRequestHandler):
             if i:
                 self._maybe_fault(plan, fault, i)
             self._write_event(json.dumps(chunk))
-            outcome["chunks_sent"] = i + 1
+            outcome.update(chunks_sent=i + 1, response_id_sent=True)
             if chunk.get("usage"):
                 outcome["usage_reported"] = chunk["usage"]
+                outcome["usage_chunks"] += 1
         if fault is not None and fault.kind != "error" and fault.at_chunk >= len(chunks):
             self._maybe_fault(plan, fault.model_copy(update={"at_chunk": len(chunks)}), len(chunks))
         self._write_event("[DONE]")

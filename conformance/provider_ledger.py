@@ -3,16 +3,21 @@
 Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descriptor followed by
 ``fsync``, so a record the provider wrote survives the kit being killed right after. Records:
 
-- ``{"event": "request", "seq", "time", "request_id", "request_id_source", "attempt", "script_id",
-  "step", "stream", "include_usage", "model"}``: a request was received (``request_id`` from the
-  ``X-Request-Id`` header when sent, else generated; ``attempt`` counts requests for the same
-  script step, from 1);
+- ``{"event": "request", "seq", "time", "request_id", "request_id_source", "response_id", "attempt",
+  "script_id", "step", "usage_style", "stream", "include_usage", "model"}``: a request was received
+  (``request_id`` from the ``X-Request-Id`` header when sent, else generated; ``response_id`` the
+  ``chatcmpl-...`` id its reply carries, unique per attempt, null when no script step fits;
+  ``attempt`` counts requests for the same script step, from 1);
 - ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
-- ``{"event": "response", "seq", "time", "request_id", "status", "stream", "delivered", "chunks_sent",
-  "usage_billed", "usage_reported", "probe_tokens", "cut"}``: ``delivered`` is true only when the
-  whole response (for a stream, through ``data: [DONE]``) was written; ``usage_billed`` is what the
-  provider charges (the step's usage for any non-error reply, even one cut off); ``usage_reported``
-  is the last usage the client could have read (None when it saw none).
+- ``{"event": "response", "seq", "time", "request_id", "response_id", "response_id_sent", "status",
+  "stream", "delivered", "chunks_sent", "usage_style", "usage_billed", "usage_reported", "usage_chunks",
+  "probe_tokens", "cut"}``: ``delivered`` is true only when the whole response (for a stream, through
+  ``data: [DONE]``) was written; ``response_id_sent`` when some of the body carrying the id was;
+  ``usage_billed`` is what the provider charges (the step's usage for any non-error reply, even one cut
+  off, whatever the usage style); ``usage_reported`` is the last usage the client could have read (None
+  when it saw none: always so in style ``none``, and in style ``final`` without ``include_usage``);
+  ``usage_chunks`` how many usage objects it could have read (more than one only in style
+  ``cumulative``).
 
 ``read_ledger`` tolerates a torn last line (a writer killed mid-write); ``calls`` joins a request
 with its response.
@@ -110,6 +115,30 @@ class Call:
     @property
     def usage_reported(self) -> dict[str, int] | None:
         return self.response.get("usage_reported") if self.response else None
+
+    @property
+    def usage_chunks(self) -> int:
+        """How many usage objects the client could have read (0 for a ledger older than the field)."""
+        return int(self.response.get("usage_chunks") or 0) if self.response else 0
+
+    @property
+    def header_request_id(self) -> str | None:
+        """The runtime's own ``X-Request-Id``, if it sent one."""
+        return self.request["request_id"] if self.request.get("request_id_source") == "header" else None
+
+    @property
+    def response_id(self) -> str | None:
+        return self.request.get("response_id")
+
+    @property
+    def response_id_sent(self) -> bool:
+        """Did the client get (part of) the body carrying ``response_id``?"""
+        return bool(self.response and self.response.get("response_id_sent"))
+
+    def ids(self) -> tuple[str, ...]:
+        """Every id a receipt may name this attempt by: its request id (the runtime's ``X-Request-Id``, or the
+        provider's own, returned in that response header) and its response id."""
+        return tuple(i for i in (self.request.get("request_id"), self.response_id) if i)
 
 
 def calls(records: list[dict[str, Any]]) -> list[Call]:

@@ -7,9 +7,13 @@ so on. Replaying the same conversation therefore always gets the same reply, wha
 restarted in between; the ``attempt`` (how many times that script step was requested) only selects
 faults, so "first attempt fails, the retry succeeds" is scriptable.
 
+How usage is reported (``usage_style``, per script, a step may override it; see ``USAGE_STYLES``):
+``final`` as OpenAI does, ``cumulative`` running totals in every chunk, ``none`` never. The old
+boolean ``cumulative_usage`` still works: true is ``cumulative``, false ``final``.
+
 Example (JSON or YAML-free Python dicts; ``ProviderScript.model_validate``)::
 
-    {"scripts": [{"id": "t1", "cumulative_usage": true, "steps": [
+    {"scripts": [{"id": "t1", "usage_style": "cumulative", "steps": [
         {"tool_calls": [{"name": "probe_unknown", "arguments": {"sleep_s": 1}}],
          "usage": {"prompt_tokens": 20, "completion_tokens": 8},
          "faults": [{"kind": "hold", "at_chunk": 2, "attempts": [1]}]},
@@ -31,6 +35,26 @@ ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 def script_tag(script_id: str) -> str:
     """The text to put in a user message so the provider answers it from script ``script_id``."""
     return f"[[rk-script:{script_id}]]"
+
+
+UsageStyle = Literal["final", "cumulative", "none"]
+USAGE_STYLES: dict[str, str] = {
+    "final": "as OpenAI does: a stream carries usage only when the request sets stream_options.include_usage, "
+             "in one final chunk with empty choices (the other chunks say \"usage\": null); a non-streamed "
+             "response carries it in its body",
+    "cumulative": "every stream chunk carries the running cumulative usage (and, with include_usage, the final "
+                  "usage chunk too); a runtime must keep a watermark, never sum the chunks",
+    "none": "no usage anywhere, whatever the request asks: the runtime must report usage unknown",
+}
+
+
+def _style(style: str | None, cumulative: bool | None, where: str) -> str | None:
+    """``usage_style``, or the old ``cumulative_usage`` flag mapped onto it; both given must agree."""
+    legacy = None if cumulative is None else ("cumulative" if cumulative else "final")
+    if style is not None and legacy is not None and style != legacy:
+        raise ValueError(f"{where}: usage_style {style!r} contradicts cumulative_usage {cumulative!r} "
+                         f"(which means {legacy!r}); give usage_style only")
+    return style if style is not None else legacy
 
 
 class _Strict(BaseModel):
@@ -88,13 +112,15 @@ class Step(_Strict):
     usage: Usage = Field(default_factory=Usage)
     stream: bool | None = Field(None, description="force streaming on/off; None: as the request asks")
     chunks: int = Field(3, ge=1, description="how many content chunks the text is streamed in")
-    cumulative_usage: bool | None = Field(None, description="usage in every chunk; None: the script's default")
+    usage_style: UsageStyle | None = Field(None, description="how usage is reported; None: the script's style")
+    cumulative_usage: bool | None = Field(None, description="old form of usage_style: true cumulative, false final")
     faults: list[Fault] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _has_a_reply(self) -> Step:
         if self.text is None and not self.tool_calls:
             raise ValueError("a step needs text, tool_calls or both")
+        _style(self.usage_style, self.cumulative_usage, "a step")
         return self
 
     def fault_for(self, attempt: int) -> Fault | None:
@@ -109,8 +135,23 @@ class Script(_Strict):
     id: str = Field(pattern=ID_PATTERN)
     steps: list[Step] = Field(min_length=1)
     model: str = "recoverykit-scripted"
-    cumulative_usage: bool = False
+    usage_style: UsageStyle | None = Field(None, description="how usage is reported; None: final (as OpenAI)")
+    cumulative_usage: bool | None = Field(None, description="old form of usage_style: true cumulative, false final")
     when_exhausted: Literal["error", "repeat_last"] = "error"
+
+    @model_validator(mode="after")
+    def _one_style(self) -> Script:
+        _style(self.usage_style, self.cumulative_usage, f"script {self.id!r}")
+        return self
+
+    @property
+    def style(self) -> str:
+        """The script's usage style (``final`` unless it says otherwise)."""
+        return _style(self.usage_style, self.cumulative_usage, self.id) or "final"
+
+    def style_of(self, step: Step) -> str:
+        """The usage style ``step`` is served with: its own, else the script's."""
+        return _style(step.usage_style, step.cumulative_usage, "a step") or self.style
 
     def step(self, index: int) -> Step | None:
         if index < len(self.steps):

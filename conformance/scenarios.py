@@ -44,8 +44,11 @@ def tool_step(tool: str, arguments: dict | None = None, faults: list | None = No
             "usage": {"prompt_tokens": 20, "completion_tokens": 8}, "faults": faults or []}
 
 
-def script(script_id: str, *steps: dict) -> dict:
-    return {"id": script_id, "cumulative_usage": True, "steps": list(steps)}
+def script(script_id: str, *steps: dict, usage: str = "cumulative") -> dict:
+    """One session's provider script. ``usage`` is its usage style (``provider_script.USAGE_STYLES``):
+    scenarios that exercise USG-05 keep ``cumulative`` (summing must be visible), others use OpenAI's
+    ``final``, and one ``none`` (usage must end unknown, never invented), so no single style hides a bug."""
+    return {"id": script_id, "usage_style": usage, "steps": list(steps)}
 
 
 TOOL_SLEEP_S = 1.0  # tool.running: long enough to be caught alive, short enough to wait for after a kill
@@ -394,11 +397,11 @@ _CHAT = Profile.CHAT_CORE
 _K = RestartKind
 
 
-def chaos_only_script(script_id: str, tool: str = "probe_unknown") -> dict:
+def chaos_only_script(script_id: str, tool: str = "probe_unknown", usage: str = "cumulative") -> dict:
     """Tool, then answer, the first request held (certify's drives fault there; chaos drops the hold and
     puts the case's own where the case says)."""
     return script(script_id, tool_step(tool, faults=HOLD_FIRST),
-                  {"text": f"done {script_id}", "usage": {"prompt_tokens": 40, "completion_tokens": 3}})
+                  {"text": f"done {script_id}", "usage": {"prompt_tokens": 40, "completion_tokens": 3}}, usage=usage)
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -416,22 +419,25 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool,
              Chaos(kinds=(_K.WORKER_KILL,), points=("tool.running", "tool.dispatch.after"), clauses=("FA-15",))),
     Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
-             tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None)) for i in (1, 2, 3)), (),
+             tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None), usage="none")
+                   for i in (1, 2, 3)), (),
              ("FA-13", "OWN-02", "REC-06", "RI-02", "CTL-03", "INP-01", "USG-10"), drive_multi_session,
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.request.inflight", "usage.persist.before",
                                                  "completion.commit.before_projection"), clauses=("FA-13",))),
     Scenario("pause_restart", "pause while a provider request is in flight, then restart", _CHAT,
-             (script("pz", text_step(faults=HOLD_FIRST)),), (), ("RI-03", "RI-02", "INP-01"), drive_pause_restart,
+             (script("pz", text_step(faults=HOLD_FIRST), usage="final"),), (), ("RI-03", "RI-02", "INP-01"),
+             drive_pause_restart,
              Chaos(kinds=(_K.NORMAL_EXIT, _K.TREE_KILL), points=("provider.response.midstream",
                                                                 "usage.persist.before"),
                    during="pause", clauses=("RI-03", "FA-01"))),
     Scenario("stop_all_restart", "stop all, then restart", _CHAT,
-             tuple(script(f"sa{i}", text_step(faults=HOLD_FIRST if i == 1 else None)) for i in (1, 2)), (),
+             tuple(script(f"sa{i}", text_step(faults=HOLD_FIRST if i == 1 else None), usage="final")
+                   for i in (1, 2)), (),
              ("CTL-02", "RI-03", "RI-02"), drive_stop_all_restart,
              Chaos(none="stop all is itself a restart kind (stop_all_exit), which chaos applies at every point of "
                         "chat_unknown_write")),
     Scenario("long_downtime", "downtime past the old two-hour window", _CHAT,
-             (script("ld", text_step(faults=HOLD_FIRST)),), (), ("RI-05", "RI-02"), drive_long_downtime,
+             (script("ld", text_step(faults=HOLD_FIRST), usage="final"),), (), ("RI-05", "RI-02"), drive_long_downtime,
              Chaos(kinds=(_K.LONG_DOWNTIME,), points=("provider.request.inflight", "usage.persist.after"))),
     Scenario("sessions_together", "three sessions recover together: fair queueing, shared quota, one owner each",
              _CHAT, tuple(chaos_only_script(sid, "probe_read") for sid in ("ta", "tb", "tc")), ("probe_read",),
@@ -440,36 +446,40 @@ SCENARIOS: tuple[Scenario, ...] = (
                    points=("provider.request.inflight", "tool.result.commit.before", "recovery.claim.after"),
                    clauses=("FA-12", "FA-13", "REC-06"))),
     Scenario("pause_then_restart", "the user pauses while a request is in flight or a result uncommitted, then "
-             "the runtime restarts: paused work must stay paused", _CHAT, (chaos_only_script("ptr"),),
+             "the runtime restarts: paused work must stay paused", _CHAT, (chaos_only_script("ptr", usage="final"),),
              ("probe_unknown",), ("RI-03", "INP-01"), drive_pause_then_restart,
              Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT, _K.GRACEFUL_WORKER_RESTART),
                    points=("provider.request.inflight", "tool.result.commit.before"), during="pause",
                    clauses=("RI-03", "FA-01"))),
     Scenario("pause_during_recovery", "the user pauses while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("drp"),), ("probe_unknown",), ("RI-03", "INP-01"), _during_recovery("pause"),
+             (chaos_only_script("drp", usage="final"),), ("probe_unknown",), ("RI-03", "INP-01"),
+             _during_recovery("pause"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=RECOVERY_POINTS, during="pause",
                    clauses=("FA-14", "RI-03"))),
     Scenario("end_during_recovery", "the user ends the work while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("dre"),), ("probe_unknown",), ("RI-03", "INP-01"), _during_recovery("end"),
+             (chaos_only_script("dre", usage="final"),), ("probe_unknown",), ("RI-03", "INP-01"),
+             _during_recovery("end"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="end",
                    clauses=("FA-14", "RI-03"))),
     Scenario("input_during_recovery", "the user sends new input while recovery is held at a recovery phase", _CHAT,
              # a read-only tool: the new input's own turn may ask for it again, which is no re-run
-             (chaos_only_script("dri", "probe_read"),), ("probe_read",), ("INP-01", "RI-02"),
+             (chaos_only_script("dri", "probe_read", usage="final"),), ("probe_read",), ("INP-01", "RI-02"),
              _during_recovery("input"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
                    clauses=("FA-14", "INP-01"))),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
-             (script("goal", text_step("goal done")),), (), ("GOAL-01", "RI-02"), drive_goal,
+             (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("approval_unknown_write", "an unknown write after a crash needs a one-time approval",
              Profile.APPROVALS, (script("apr", tool_step("probe_unknown", {"hold": True}),
                                         tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
              ("APR-02", "APR-06", "FA-15"), drive_approval, Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
-             (script("job", text_step("job done")),), (), ("JOB-01", "RI-02"), drive_job, Chaos(kinds=(_K.TREE_KILL,))),
+             (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
+             Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
-             (script("rty", text_step()),), (), ("RTY-05", "RTY-04"), drive_retry, Chaos(kinds=(_K.TREE_KILL,))),
+             (script("rty", text_step(), usage="final"),), (), ("RTY-05", "RTY-04"), drive_retry,
+             Chaos(kinds=(_K.TREE_KILL,))),
 )
 SCENARIOS_BY_ID: dict[str, Scenario] = {s.id: s for s in SCENARIOS}
 

@@ -26,12 +26,14 @@ def _receipt(rid="r1", tokens=(10, 5), usage="known"):
             "usage": usage}
 
 
-def _ledger(rid="r1", reported=(10, 5), delivered=True, seq=1, time=1.0):
+def _ledger(rid="r1", reported=(10, 5), delivered=True, seq=1, time=1.0, usage_chunks=3):
     usage = {"prompt_tokens": reported[0], "completion_tokens": reported[1]} if reported else None
     return [{"event": "request", "seq": seq, "time": time, "request_id": rid, "request_id_source": "header",
-             "attempt": 1, "script_id": "t1", "step": 0},
+             "response_id": f"chatcmpl-{seq}", "attempt": 1, "script_id": "t1", "step": 0},
             {"event": "response", "seq": seq, "time": time + 0.1, "request_id": rid, "delivered": delivered,
-             "usage_billed": {"prompt_tokens": 10, "completion_tokens": 5}, "usage_reported": usage}]
+             "response_id": f"chatcmpl-{seq}", "response_id_sent": True,
+             "usage_billed": {"prompt_tokens": 10, "completion_tokens": 5}, "usage_reported": usage,
+             "usage_chunks": usage_chunks if reported else 0}]
 
 
 def _execution(token, pid=100, effect="unknown"):
@@ -113,7 +115,8 @@ def test_dropped_receipt_is_invalid():
 
 
 def test_usage_without_request_ids_is_unknown():
-    ledger = _ledger()
+    """No X-Request-Id, and the receipt names neither the provider's request id nor its response id."""
+    ledger = _ledger(rid="req_1_abc")
     ledger[0]["request_id_source"] = "generated"
     assert _verdicts(_run(ledger=ledger))["USG-03"] is Verdict.UNKNOWN
 
@@ -244,3 +247,45 @@ def test_a_reload_that_changes_intent_is_invalid():
     assert _verdicts(_around("reload", "paused"))["CTL-01"] is Verdict.INVALID
     assert _verdicts(_around("reload", "done"))["CTL-01"] is Verdict.VALID  # it finished meanwhile: progress
     assert _verdicts(_run())["CTL-01"] is Verdict.UNKNOWN
+
+
+def test_a_partial_receipt_claims_no_more_than_the_provider_reported():
+    nothing = _ledger(reported=None, delivered=False)
+    fabricated = _run(_snapshot(receipts=[_receipt(tokens=(10, 2), usage="partial")]), ledger=nothing)
+    assert _verdicts(fabricated)["USG-10"] is Verdict.INVALID  # a lower bound of what was never reported
+    zero = _run(_snapshot(receipts=[_receipt(tokens=None, usage="partial")]), ledger=nothing)
+    assert _verdicts(zero)["USG-10"] is Verdict.VALID
+    above = _run(_snapshot(receipts=[_receipt(tokens=(30, 12), usage="partial")]))
+    assert _verdicts(above)["USG-05"] is Verdict.INVALID
+    below = _run(_snapshot(receipts=[_receipt(tokens=(10, 3), usage="partial")]))
+    assert _verdicts(below)["USG-05"] is Verdict.VALID
+
+
+def _headerless(ledger):
+    for record in ledger:
+        record["request_id"] = f"req_{record['seq']}_x"
+        if record["event"] == "request":
+            record["request_id_source"] = "generated"
+    return ledger
+
+
+def test_without_x_request_id_receipts_match_by_response_id():
+    ev = _run(_snapshot(receipts=[_receipt("chatcmpl-1")]), ledger=_headerless(_ledger()))
+    assert {c: v for c, v in _verdicts(ev).items() if c.startswith("USG")} == {
+        "USG-03": Verdict.VALID, "USG-05": Verdict.VALID, "USG-10": Verdict.VALID}
+    dropped = _run(_snapshot(receipts=[]), ledger=_headerless(_ledger()))
+    assert _verdicts(dropped)["USG-10"] is Verdict.INVALID
+
+
+def test_without_x_request_id_an_attempt_lost_before_its_id_is_not_judged_dropped():
+    """A reply cut before any chunk never showed its id: the runtime's own-id unknown receipt claims nothing."""
+    ledger = _headerless(_ledger() + _ledger(seq=2, time=2.0, reported=None, delivered=False))
+    ledger[-1].update(response_id_sent=False, chunks_sent=0)
+    ev = _run(_snapshot(receipts=[_receipt("chatcmpl-1"), _receipt("my-own-2", tokens=None, usage="unknown")]),
+              ledger=ledger)
+    assert _verdicts(ev)["USG-10"] is Verdict.VALID
+    # ... and one cut after its first chunk may be the runtime's own-id receipt too, but not when there is none
+    ledger[-1].update(response_id_sent=True, chunks_sent=1)
+    assert _verdicts(ev)["USG-10"] is Verdict.VALID
+    ev = _run(_snapshot(receipts=[_receipt("chatcmpl-1")]), ledger=ledger)
+    assert _verdicts(ev)["USG-10"] is Verdict.INVALID

@@ -22,10 +22,27 @@ def test_a_scenario_names_real_clauses_scripts_and_tools(scenario):
     for clause_id in scenario.clauses:
         clause(clause_id)  # raises UnknownClause for a typo
     script = ProviderScript.model_validate(scenario.provider_script())
-    assert script.scripts and all(s.cumulative_usage for s in script.scripts)  # every run exercises USG-05
+    assert script.scripts
+    styles = {s.style_of(step) for s in script.scripts for step in s.steps}
+    if "USG-05" in scenario.clauses:  # summing is visible only when usage comes in more than one chunk
+        assert "cumulative" in styles, scenario.id
+    if "none" in styles:  # with no usage reported, what it aims at is that usage ends unknown
+        assert "USG-10" in scenario.clauses and "USG-05" not in scenario.clauses, scenario.id
     assert set(scenario.tools) <= PROBES
     called = {call.name for s in script.scripts for step in s.steps for call in step.tool_calls}
     assert called <= set(scenario.tools)
+
+
+def test_every_usage_style_is_used_by_some_scenario():
+    """So no single way of reporting usage hides a runtime's other behaviour (and chaos gets each too)."""
+    used: dict[str, set[str]] = {}
+    for scenario in SCENARIOS:
+        for chaos in (False, True):
+            for s in ProviderScript.model_validate(scenario.provider_script(chaos=chaos)).scripts:
+                for step in s.steps:
+                    used.setdefault(s.style_of(step), set()).add(scenario.id)
+    assert set(used) == {"final", "cumulative", "none"}
+    assert all(any(SCENARIOS_BY_ID[i].profile is Profile.CHAT_CORE for i in ids) for ids in used.values())
 
 
 def test_every_public_entry_point_has_a_scenario():

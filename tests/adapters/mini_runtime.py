@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small but real runtime behind the adapter protocol, for the kit's own certify tests.
 
-``python tests/adapters/mini_runtime.py [--bug resume_paused|rerun_unknown|sum_usage]``
+``python tests/adapters/mini_runtime.py [--bug resume_paused|rerun_unknown|sum_usage] [--no-request-id]``
 
 This process is the adapter and the control service: it saves user controls in ``state.db``
 before acknowledging them. The work is done by a separate worker process (``mini_worker.py``) that
@@ -42,8 +42,9 @@ class Refused(Exception):
 
 
 class Mini:
-    def __init__(self, bug: str, profiles: list[str] | None = None) -> None:
+    def __init__(self, bug: str, profiles: list[str] | None = None, no_request_id: bool = False) -> None:
         self.bug = bug
+        self.no_request_id = no_request_id
         self.profiles = profiles or ["chat_core"]
         self.data_dir = ""
         self.db = None
@@ -61,7 +62,8 @@ class Mini:
     def op_init(self, req: dict) -> dict:
         self.data_dir, self.marker, self.socket = req["data_dir"], req["run_marker"], req["failpoint_socket"]
         self.db = connect(self.data_dir)
-        config = {"provider_base_url": req["provider_base_url"], "tools": req["probe_tools"], "bug": self.bug}
+        config = {"provider_base_url": req["provider_base_url"], "tools": req["probe_tools"], "bug": self.bug,
+                  "no_request_id": self.no_request_id}
         with open(os.path.join(self.data_dir, "config.json"), "w") as f:
             json.dump(config, f)
         return {"name": "mini-runtime" + (f"-{self.bug}" if self.bug else ""), "version": "0.1.0",
@@ -254,8 +256,10 @@ def main() -> int:
     parser.add_argument("--profiles", default="chat_core",
                         help="profiles to declare (comma-separated); declaring one it does not implement is a lie "
                              "the kit must report as unknown, never as passed")
+    parser.add_argument("--no-request-id", action="store_true",
+                        help="send no X-Request-Id; name each receipt by the response id, as OpenAI clients keep it")
     ns = parser.parse_args()
-    Mini(ns.bug, ns.profiles.split(",")).serve()
+    Mini(ns.bug, ns.profiles.split(","), ns.no_request_id).serve()
     return 0
 
 

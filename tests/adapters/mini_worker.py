@@ -7,6 +7,9 @@ Started by ``mini_runtime.py`` as a real child process; everything it knows come
 - ``resume_paused``: at start, paused work is set running again (breaks RI-03);
 - ``rerun_unknown``: a dispatched unknown-effect call whose child is gone is run again (breaks FA-15);
 - ``sum_usage``: streamed cumulative usage snapshots are summed (breaks USG-05).
+
+``--no-request-id`` (not a bug) sends no ``X-Request-Id`` and renames each receipt to the response id
+(``chatcmpl-...``) once the reply is read, as a runtime on an OpenAI client would keep it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Worker:
         with open(os.path.join(data_dir, "config.json")) as f:
             self.cfg = json.load(f)
         self.bug = self.cfg.get("bug") or ""
+        self.no_request_id = bool(self.cfg.get("no_request_id"))
         self.host = os.environ.get("MINI_HOST_ID", "host-a")
         self.offset = float(os.environ.get("MINI_CLOCK_OFFSET_S", "0") or 0)
         self.db = connect(data_dir)
@@ -121,9 +125,14 @@ class Worker:
         failpoint("provider.request.before", work_id)
         reply = self.call_provider(messages, request_id, work_id)
         failpoint("usage.persist.before", work_id)
-        with tx(self.db):
-            self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='known' WHERE request_id=?",
-                            (reply["usage"][0], reply["usage"][1], request_id))
+        if self.no_request_id and reply["id"]:  # the receipt now names its attempt by the response id
+            with tx(self.db):
+                self.db.execute("UPDATE receipts SET request_id=? WHERE request_id=?", (reply["id"], request_id))
+            request_id = reply["id"]
+        if reply["usage"] is not None:  # a reply that reported no usage leaves the receipt unknown, never zero
+            with tx(self.db):
+                self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='known' WHERE request_id=?",
+                                (reply["usage"][0], reply["usage"][1], request_id))
         failpoint("usage.persist.after", work_id)
         assistant = {"role": "assistant", "content": reply["text"] or None}
         if reply["tool_calls"]:
@@ -221,19 +230,22 @@ class Worker:
                       "stream_options": {"include_usage": True}})
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
         conn.request("POST", url.path.rstrip("/") + "/chat/completions", body=body,
-                     headers={"Content-Type": "application/json", "X-Request-Id": request_id})
+                     headers={"Content-Type": "application/json",
+                              **({} if self.no_request_id else {"X-Request-Id": request_id})})
         failpoint("provider.request.after", work_id)
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"provider answered {resp.status}: {resp.read()[:200]!r}")
-        text, calls, usage = "", {}, [0, 0]
+        text, calls, usage, response_id = "", {}, None, None
         for raw in resp:
             line = raw.decode().strip()
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[5:])
+            response_id = response_id or chunk.get("id")
             if chunk.get("usage"):
                 got = [chunk["usage"]["prompt_tokens"], chunk["usage"]["completion_tokens"]]
+                usage = usage or [0, 0]
                 if self.bug == "sum_usage":  # BUG: cumulative snapshots summed instead of a watermark
                     usage = [usage[0] + got[0], usage[1] + got[1]]
                 else:
@@ -249,7 +261,7 @@ class Worker:
                     slot["function"]["name"] += fn.get("name") or ""
                     slot["function"]["arguments"] += fn.get("arguments") or ""
         conn.close()
-        return {"text": text, "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage}
+        return {"text": text, "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "id": response_id}
 
 
 def _create_time(pid: int) -> float | None:
