@@ -148,4 +148,8 @@ def merge_cells(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     order = {(p.name, k.value): i for i, (p, k) in enumerate((p, k) for p in INTERRUPTION_POINTS for k in RestartKind)}
     out = summarize(sorted(merged.values(), key=lambda c: order.get((c["point"], c["kind"]), 0)), dpoints, dkinds)
     out["declared_never_reached"] = never
+    for key in ("dry_run_failed", "dry_run_broken"):  # a shard's broken dry run keeps the merge from valid
+        found = {k: v for part in parts for k, v in (part.get(key) or {}).items()}
+        if found:
+            out[key] = found
     return out

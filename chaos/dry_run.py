@@ -27,15 +27,17 @@ from typing import Any
 
 from recoverykit.chaos import restarts
 from recoverykit.chaos.case_env import CaseEnv
+from recoverykit.conformance.errors import ProtocolError
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import FIRST_HOLD, Scenario, all_scenarios
-from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, RECOVERY_POINTS, Reach
+from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError
 
 TRACE_KIND = "recoverykit-chaos-trace"
 TRACE_VERSION = 1
 TRACE_FILE = "trace.json"
 QUIESCE_S = 30.0
+NEVER_UP_LIMIT = 2  # as the case runner: an adapter silent twice in a row is not asked again
 TOOL_POINTS = ("tool.running", "tool.finished.uncommitted")
 HOLD_POINTS = ("provider.request.inflight", "provider.response.midstream")
 
@@ -45,7 +47,8 @@ class Trace:
     """scenario -> point -> hits reached; scenarios left out, with the reason; what the dry run cost.
 
     ``failed`` holds the scenarios whose dry run broke off: their cases are missing, so a run that
-    enumerates from this trace cannot be valid (missing evidence is unknown). ``undeclared`` holds, per
+    enumerates from this trace cannot be valid (missing evidence is unknown); ``broken`` those whose
+    adapter broke the protocol there (a refused pid, a malformed reply): the run is invalid. ``undeclared`` holds, per
     scenario, the runtime points of its profile the adapter does not declare: no dry run can see them,
     so they get one case each, reported not implemented, never dropped.
     """
@@ -55,6 +58,7 @@ class Trace:
     skipped: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
     undeclared: dict[str, list[str]] = field(default_factory=dict)
 
     def hits(self, scenario: str) -> dict[str, int]:
@@ -71,6 +75,7 @@ class Trace:
         return {"kind": TRACE_KIND, "version": TRACE_VERSION, "adapter": self.adapter,
                 "reached": {s: dict(sorted(p.items())) for s, p in sorted(self.reached.items())},
                 "skipped": dict(sorted(self.skipped.items())), "failed": dict(sorted(self.failed.items())),
+                "broken": dict(sorted(self.broken.items())),
                 "undeclared": {s: sorted(p) for s, p in sorted(self.undeclared.items())},
                 "seconds": {s: round(v, 3) for s, v in sorted(self.seconds.items())}, "total_s": self.total_s}
 
@@ -100,6 +105,7 @@ class Trace:
                    {str(k): str(v) for k, v in skipped.items()},
                    {str(k): float(v) for k, v in seconds.items() if isinstance(v, int | float)},
                    {str(k): str(v) for k, v in failed.items()},
+                   {str(k): str(v) for k, v in (doc.get("broken") or {}).items()},
                    {str(k): [str(p) for p in v] for k, v in (doc.get("undeclared") or {}).items()
                     if isinstance(v, list)})
 
@@ -176,9 +182,13 @@ def _wants_recovery(scenario: Scenario) -> bool:
 
 
 def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared: dict[str, Any], *,
-                   base_dir: str | Path | None = None, timeout_s: float = 20.0) -> dict[str, int]:
-    """One scenario's points and hits against this adapter (one pass, two with recovery points)."""
-    reached: dict[str, int] = {}
+                   base_dir: str | Path | None = None, timeout_s: float = 20.0,
+                   into: dict[str, int] | None = None) -> dict[str, int]:
+    """One scenario's points and hits against this adapter (one pass, two with recovery points).
+
+    ``into`` is filled as each pass ends, so what the first pass found survives a second that breaks off.
+    """
+    reached: dict[str, int] = {} if into is None else into
     plain = _declared_runtime_points(declared, recovery=False)
     env = CaseEnv(adapter, scenario.provider_script(chaos=True), base_dir=base_dir, timeout_s=timeout_s)
     try:
@@ -220,7 +230,12 @@ def dry_run(adapter: str | list[str] | None, declared: dict[str, Any], *,
     """The trace of every scenario in ``scenarios`` against the adapter described by ``declared``."""
     trace = Trace({k: declared[k] for k in ("name", "version", "failpoints", "restart_kinds", "profiles")
                    if k in declared})
+    silent = 0  # dry runs in a row whose adapter went silent: after NEVER_UP_LIMIT the rest are not tried
     for scenario in all_scenarios() if scenarios is None else scenarios:
+        if silent >= NEVER_UP_LIMIT and scenario.has_chaos:
+            trace.failed[scenario.id] = (f"not traced: the adapter went silent in the last {silent} dry runs "
+                                         "(see their reasons), so this one was not tried")
+            continue
         if not scenario.has_chaos:
             trace.skipped[scenario.id] = scenario.chaos.none
             continue
@@ -230,9 +245,16 @@ def dry_run(adapter: str | list[str] | None, declared: dict[str, Any], *,
         t0 = time.monotonic()
         trace.undeclared[scenario.id] = _undeclared(scenario, declared)
         try:
-            trace.reached[scenario.id] = trace_scenario(scenario, adapter, declared, base_dir=base_dir,
-                                                        timeout_s=timeout_s)
+            trace_scenario(scenario, adapter, declared, base_dir=base_dir, timeout_s=timeout_s,
+                           into=trace.reached.setdefault(scenario.id, {}))
+        except ProtocolError as exc:  # evidence about the adapter: a definite break is invalid, silence unknown
+            why = f"the adapter broke the protocol during the dry run: {exc}"[:1500]
+            (trace.broken if exc.verdict is Verdict.INVALID else trace.failed)[scenario.id] = why
+            silent = silent + 1 if exc.verdict is Verdict.UNKNOWN else 0
         except (RecoveryKitError, OSError) as exc:
             trace.failed[scenario.id] = f"the dry run could not complete: {type(exc).__name__}: {exc}"[:500]
+            silent = 0
+        else:
+            silent = 0
         trace.seconds[scenario.id] = time.monotonic() - t0
     return trace

@@ -86,9 +86,10 @@ def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, base_dir
 def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[Verdict, list[str]]:
     """invalid if any case broke a clause; unknown if anything declared was left unjudged; else valid."""
     reasons = []
-    if any(r["status"] == "failed" for r in results):
-        return Verdict.INVALID, [f"{r['id']}: {v}" for r in results if r["status"] == "failed"
-                                 for v in r["violations"][:1]]
+    broken = [f"dry run of {name}: {why}" for name, why in sorted(cov.get("dry_run_broken", {}).items())]
+    if broken or any(r["status"] == "failed" for r in results):
+        return Verdict.INVALID, broken + [f"{r['id']}: {v}" for r in results if r["status"] == "failed"
+                                          for v in r["violations"][:1]]
     errors = [r for r in results if r["status"] == "error"]
     reasons += [f"{r['id']}: {r.get('why', 'error')}" for r in errors]
     reasons += [f"declared point {p} never exercised" for p in cov.get("declared_never_hit", [])]
@@ -126,6 +127,8 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
                             selection.get("points"), selection.get("kinds"), reachable=reachable, never_reached=never)
     if trace is not None and trace.failed:
         cov["dry_run_failed"] = dict(trace.failed)
+    if trace is not None and trace.broken:
+        cov["dry_run_broken"] = dict(trace.broken)
     verdict, reasons = verdict_of(results, cov)
     statuses: dict[str, int] = {}
     for r in results:
@@ -139,7 +142,7 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
 
 def _dry_run_summary(trace: Trace) -> dict[str, Any]:
     return {"seconds": trace.total_s, "cases": len(enumerate_cases(trace)), "scenarios": sorted(trace.reached),
-            "skipped": dict(trace.skipped), "failed": dict(trace.failed),
+            "skipped": dict(trace.skipped), "failed": dict(trace.failed), "broken": dict(trace.broken),
             "reached": {s: dict(sorted(p.items())) for s, p in sorted(trace.reached.items())}}
 
 

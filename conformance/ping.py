@@ -30,6 +30,7 @@ from recoverykit.model.catalogue import Verdict
 
 UNUSED_PROVIDER = "http://127.0.0.1:9/v1"  # the discard port: ping starts no provider
 START_SETTLE_S = 0.5
+TAIL = "\x00stderr-tail\x00"  # where the last line of the adapter's stderr goes, once the log is complete
 PING_SCRIPT = {"scripts": [{"id": "ping", "steps": [{"text": "pong"}]}]}  # nothing submits: never asked
 
 
@@ -75,6 +76,8 @@ def ping(command: str, *, timeout_s: float = 10.0, out: str | Path | None = None
         raise
     finally:
         reap(marker)
+        if result.error and TAIL in result.error:  # the log is whole once the adapter's stderr pipe is closed
+            result.error = result.error.replace(TAIL, _last_line(run_dir / "adapter.stderr.log"))
         if provider is not None:
             provider.close()
     if not out and result.verdict is Verdict.VALID:
@@ -111,7 +114,7 @@ def _start(client: AdapterClient, run_dir: Path, result: PingResult) -> bool:
     except OperationFailed as exc:
         result.verdict = Verdict.UNKNOWN
         result.error = (f"The runtime did not start: {exc} The handshake was well-formed, but nothing could be "
-                        f"checked, so the verdict is unknown.{_last_line(log)} Read the adapter's stderr in {log} "
+                        f"checked, so the verdict is unknown.{TAIL} Read the adapter's stderr in {log} "
                         f"and the runtime's own files in {run_dir / 'data'}.")
         return False
     time.sleep(START_SETTLE_S)  # a runtime that dies at start usually dies within its first moments
@@ -123,7 +126,7 @@ def _start(client: AdapterClient, run_dir: Path, result: PingResult) -> bool:
         result.verdict = Verdict.UNKNOWN
         result.error = (f"The runtime crashed at start: `start` was answered, but {', '.join(dead)} listed by "
                         f"`processes` {START_SETTLE_S:g} s later is not alive. Nothing could be checked, so the "
-                        f"verdict is unknown.{_last_line(log)} Read the adapter's stderr in {log} and the "
+                        f"verdict is unknown.{TAIL} Read the adapter's stderr in {log} and the "
                         f"runtime's own files in {run_dir / 'data'}.")
         return False
     return True
