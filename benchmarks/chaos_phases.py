@@ -16,10 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from recoverykit.chaos import killer, restarts, runner, spares
+from recoverykit.chaos import restarts, runner, spares
 from recoverykit.chaos.case_env import CaseEnv
 from recoverykit.chaos.cases import parse_case_id
 from recoverykit.chaos.prediction import check_prediction
+from recoverykit.conformance import killer
 from recoverykit.conformance.checker import Evidence, check
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import scenario_named

@@ -14,8 +14,8 @@ import threading
 import time
 import timeit
 
-from recoverykit.chaos import failpoint_client as client
-from recoverykit.chaos.broker import FailpointBroker
+from recoverykit.conformance import failpoint_client as client
+from recoverykit.conformance.broker import FailpointBroker
 
 
 def unarmed_ns(calls: int) -> tuple[float, float, float]:

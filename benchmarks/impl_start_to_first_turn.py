@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import psutil
-from recoverykit.chaos.broker import FailpointBroker
+from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.provider import ScriptedProvider

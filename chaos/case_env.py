@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from recoverykit.chaos import spares
-from recoverykit.chaos.broker import FailpointBroker
-from recoverykit.chaos.reaper import leftovers, new_marker, reap
+from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.client import AdapterClient, PendingCall
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
@@ -34,6 +33,7 @@ from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_rpcs import RPCS_BY_NAME
 from recoverykit.conformance.provider import ScriptedProvider
+from recoverykit.conformance.reaper import leftovers, new_marker, reap
 from recoverykit.conformance.witness import WitnessLog, read_witness
 
 DEFAULT_ADAPTER = [sys.executable, "-m", "recoverykit.impl"]

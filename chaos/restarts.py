@@ -21,11 +21,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from recoverykit.chaos import killer
-from recoverykit.chaos.broker import FailpointNotHit
 from recoverykit.chaos.case_env import HOST_A, HOST_B, CaseEnv
 from recoverykit.chaos.cases import Case
-from recoverykit.conformance import proc_guard
+from recoverykit.conformance import killer, proc_guard
+from recoverykit.conformance.broker import FailpointNotHit
 from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RestartKind
 from recoverykit.model.errors import RecoveryKitError
 

@@ -16,13 +16,13 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from recoverykit.chaos.broker import FailpointBroker
 from recoverykit.chaos.failpoints import ENV_FAILPOINT_SOCKET, ENV_FAILPOINTS, Term, arm_env
-from recoverykit.chaos.killer import KillReport
-from recoverykit.chaos.reaper import marked_env, new_marker, reap
+from recoverykit.conformance.broker import FailpointBroker
+from recoverykit.conformance.killer import KillReport
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.provider import ScriptedProvider
 from recoverykit.conformance.provider_script import ProviderScript
+from recoverykit.conformance.reaper import marked_env, new_marker, reap
 from recoverykit.model.errors import InvalidArgument
 
 ENV_CLOCK_OFFSET = "RECOVERYKIT_CLOCK_OFFSET_S"

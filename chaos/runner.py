@@ -27,10 +27,10 @@ from typing import Any
 
 from recoverykit.chaos import bundle as bundles
 from recoverykit.chaos import restarts
-from recoverykit.chaos.broker import FailpointNotHit
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
+from recoverykit.conformance.broker import FailpointNotHit
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError, RefusedProcess
 from recoverykit.conformance.provider import ProviderTimeout

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from recoverykit.chaos.reaper import new_marker, reap
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.client_process import peek_exit
+from recoverykit.conformance.reaper import new_marker, reap
 
 ENV_SWITCH = "RECOVERYKIT_WARM_SPARES"
 DEPTH = 2  # idle spares kept per adapter command: each one gets two cases' time to start

@@ -24,10 +24,10 @@ from recoverykit.chaos import coverage, spares
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, choose, enumerate_cases, not_implemented_reason, parse_case_id
 from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
-from recoverykit.chaos.reaper import reap_stale
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
 from recoverykit.conformance.checker import ClauseResult, merge
+from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, Reach, RestartKind, Verdict
 from recoverykit.model.errors import InvalidArgument

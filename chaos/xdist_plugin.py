@@ -35,8 +35,8 @@ from urllib.parse import quote
 import pytest
 from recoverykit.chaos.cases import Case, enumerate_cases, parse_case_id
 from recoverykit.chaos.dry_run import Trace
-from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker, owner_alive, reap_stale
 from recoverykit.chaos.shard import parse_shard, select
+from recoverykit.conformance.reaper import ENV_RUN_MARKER, new_marker, owner_alive, reap_stale
 from recoverykit.model.errors import InvalidArgument
 
 CASES_DIR = "cases"  # results/<quoted case id>.json

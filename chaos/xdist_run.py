@@ -31,8 +31,8 @@ from typing import Any
 from recoverykit.chaos import xdist_plugin as plugin
 from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import Case
-from recoverykit.chaos.reaper import leftovers, marked_env, new_marker, reap, reap_stale
 from recoverykit.conformance.errors import EnvironmentFault
+from recoverykit.conformance.reaper import leftovers, marked_env, new_marker, reap, reap_stale
 from recoverykit.model.errors import Interrupted
 
 POLL_S = 0.25

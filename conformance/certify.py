@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.bundle import write_bundle
 from recoverykit.conformance.checker import COMPLETION, PROTOCOL, PSEUDO_CLAUSES, ClauseResult, check, pseudo_result
 from recoverykit.conformance.client_process import split_command
@@ -56,7 +57,7 @@ class Options:
     examples: int | None = None
     settings_profile: str = "ci"
     only: tuple[str, ...] = ()  # scenario ids and/or "lockstep"; empty: everything
-    broker_factory: BrokerFactory | None = None
+    broker_factory: BrokerFactory | None = FailpointBroker  # None: no broker (no failpoint can pause)
     progress: Progress | None = None
 
 

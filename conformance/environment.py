@@ -8,9 +8,10 @@ adapter is info, it may have happened); observations and quiesce results are rec
 observations, kills and restarts as faults. ``close()`` always reaps every process carrying the
 run marker, then closes the provider, the broker and the history, even after an exception.
 
-The failpoint broker lives in ``recoverykit.chaos`` (a higher layer), so it is passed in as a
-factory (``broker_factory``) by whoever may import it (the CLI); without one no runtime failpoint
-can pause, though ``crash`` terms still work (a process kills itself; the kit sees the exit).
+The environment is one layer, here in conformance/, used by certify, chaos and the Python API alike:
+the scripted provider, the probe tools and their witness, the failpoint broker (``broker``), the
+killer and the reaper. Every run gets a broker unless ``broker_factory=None`` asks for none (then no
+runtime failpoint can pause, though ``crash`` terms still work: a process kills itself).
 """
 
 from __future__ import annotations
@@ -21,23 +22,24 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import psutil
-from recoverykit.conformance import client_process, proc_guard
+from recoverykit.conformance import killer, proc_guard, reaper
+from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError
 from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.killer import ProcRef
 from recoverykit.conformance.private_files import copy_tree, private_dir
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_rpcs import InitOk
 from recoverykit.conformance.provider import ScriptedProvider
 from recoverykit.conformance.provider_script import ProviderScript
+from recoverykit.conformance.reaper import new_marker
 from recoverykit.conformance.witness import read_witness
 
 IDENTITY_TOLERANCE_S = 0.05
@@ -45,7 +47,7 @@ MAX_DATA_DIR = 48  # bytes; leaves a runtime room for socket names under it
 
 
 class Broker(Protocol):
-    """What the environment needs of a failpoint broker (``recoverykit.chaos.broker.FailpointBroker``)."""
+    """What the environment needs of a failpoint broker (``recoverykit.conformance.broker.FailpointBroker``)."""
 
     @property
     def address(self) -> str: ...
@@ -58,12 +60,6 @@ class Broker(Protocol):
 
 
 BrokerFactory = Callable[[Path], Broker]
-
-
-def new_marker() -> str:
-    """A run marker in the reaper's format (owner pid and start time), so a dead kit's leftovers are found."""
-    me = psutil.Process()
-    return f"recoverykit-{me.pid}-{round(me.create_time() * 1000)}-{uuid.uuid4().hex[:8]}"
 
 
 def make_run_dir(out: str | os.PathLike | None, name: str) -> Path:
@@ -102,7 +98,7 @@ class Run:
     """Use as a context manager; ``close()`` leaves no process behind."""
 
     def __init__(self, command: str, run_dir: Path, script: ProviderScript | dict, *,
-                 broker_factory: BrokerFactory | None = None, timeout_s: float = 15.0,
+                 broker_factory: BrokerFactory | None = FailpointBroker, timeout_s: float = 15.0,
                  slow_timeout_s: float = 60.0) -> None:
         self.command, self.run_dir = command, Path(run_dir)
         self.script = script
@@ -172,7 +168,7 @@ class Run:
             with contextlib.suppress(Exception):
                 self.client.close()
             self.client = None
-        reap(self.marker)
+        reaper.reap(self.marker)
         for closer in (self.provider, self.broker, self.recorder):
             if closer is not None:
                 with contextlib.suppress(Exception):
@@ -329,55 +325,16 @@ def _read_ledger(path: Path) -> list[dict[str, Any]]:
     return read_ledger(path) if path.exists() else []
 
 
-def _same(proc: psutil.Process, create_time: float | None) -> bool:
-    try:
-        return create_time is None or abs(proc.create_time() - create_time) < IDENTITY_TOLERANCE_S
-    except psutil.Error:
-        return False
-
-
 def kill_listed(targets: list[dict[str, Any]], *, tree: bool) -> list[int]:
-    """SIGSTOP then SIGKILL each listed process (and with ``tree`` its descendants); verified dead."""
-    procs: dict[int, psutil.Process] = {}
-    guard = proc_guard.protected()  # never the kit itself, its ancestors or init, even as a descendant
-    for t in targets:
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(t["pid"])
-            if proc.pid in guard or not _same(proc, t.get("create_time")):
-                continue  # the kit's own, or the pid was reused: never signal a stranger
-            procs[proc.pid] = proc
-            if tree:
-                for child in proc.children(recursive=True):
-                    if child.pid not in guard:
-                        procs.setdefault(child.pid, child)
-    for proc in procs.values():
-        with contextlib.suppress(psutil.Error):
-            proc.suspend()
-    for proc in procs.values():
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(list(procs.values()), timeout=5)
-    return sorted(procs)
+    """SIGSTOP then SIGKILL each listed process (and with ``tree`` its descendants); verified dead.
 
-
-def marked(marker: str) -> list[psutil.Process]:
-    """Live processes carrying ``marker`` (not this one)."""
-    found = []
+    The killer (``conformance.killer``) does it, as for chaos: a listed pid whose create time no longer
+    matches was reused and is never signalled, and the kit, its ancestors and init never are.
+    """
     guard = proc_guard.protected()
-    for proc in client_process.marked(marker):
-        if proc.pid in guard:
-            continue
-        with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
-
-
-def reap(marker: str) -> list[int]:
-    """SIGKILL every live process carrying ``marker``; returns their pids."""
-    procs = marked(marker)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(procs, timeout=5)
-    return [p.pid for p in procs]
+    refs = [ProcRef(int(t["pid"]), float(t["create_time"])) for t in targets
+            if t.get("create_time") is not None and int(t["pid"]) not in guard]
+    refs = [r for r in refs if r.alive()]
+    members = killer.freeze_trees(refs) if tree else refs
+    report = killer.kill_all([m for m in members if m.pid not in guard])
+    return sorted(r.pid for r in report.killed)

@@ -22,7 +22,8 @@ it to the printed program of rules plus ``@reproduce_failure``.
 Assumptions (stated as etcd states its model's): every submit goes to a new session (so each
 acknowledged input is its own chat request); the runtime needs no person to finish chat work
 (no approvals, budgets or permissions are in play here); failpoint crashes need a broker (the
-failpoint protocol reports hits to it), so without ``broker_factory`` that rule is never chosen.
+failpoint protocol reports hits to it): every run has one (the environment's own, also from the Python
+API and the pytest plugin) unless ``broker_factory=None`` turns it off, and then that rule is never chosen.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import ClauseResult, check
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.provider_script import script_tag
@@ -101,7 +103,7 @@ class LockstepConfig:
 
     command: str
     out: Path | None = None
-    broker_factory: BrokerFactory | None = None
+    broker_factory: BrokerFactory | None = FailpointBroker
     runs: list[Path] = field(default_factory=list)
     results: list[ClauseResult] = field(default_factory=list)
     compared: int = 0  # observations actually compared with the model (none: the verdict is unknown)

@@ -21,11 +21,12 @@ from pathlib import Path
 import psutil
 from recoverykit.conformance import client_process
 from recoverykit.conformance.client import AdapterClient
-from recoverykit.conformance.environment import IDENTITY_TOLERANCE_S, new_marker, reap
+from recoverykit.conformance.environment import IDENTITY_TOLERANCE_S
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES
 from recoverykit.conformance.provider import ScriptedProvider
+from recoverykit.conformance.reaper import new_marker, reap
 from recoverykit.model.catalogue import Verdict
 
 UNUSED_PROVIDER = "http://127.0.0.1:9/v1"  # the discard port: ping starts no provider

@@ -1,7 +1,7 @@
 """Failpoints, the runtime's side: a vendored copy of the kit's standard-library client.
 
 impl/ may import nothing of recoverykit, so, like any third-party runtime, it carries its own copy of
-the client described in docs/failpoints.md (copied from chaos/failpoint_client.py). The points it
+the client described in docs/failpoints.md (copied from conformance/failpoint_client.py). The points it
 calls are listed in POINTS and declared in init_ok.
 
 A runtime calls ``failpoint("tool.result.commit.before", work_id)`` at each interruption point it

@@ -1,7 +1,7 @@
 """``recoverykit certify`` and ``recoverykit check``: thin skins over ``recoverykit.conformance.certify``.
 
-This module sits above the layers, so it is where the failpoint broker (``recoverykit.chaos``) is
-wired into the conformance environment. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage;
+The failpoint broker is the conformance environment's own (``recoverykit.conformance.broker``), so
+nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage;
 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``).
 """
 
@@ -19,11 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_applicable": "dim"}
-
-
-def _broker_factory():
-    from recoverykit.chaos.broker import FailpointBroker
-    return FailpointBroker
 
 
 @click.command()
@@ -81,9 +76,9 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
             bar.advance(task)
 
     options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
-                      settings_profile=settings_profile, only=tuple(only), broker_factory=_broker_factory(),
+                      settings_profile=settings_profile, only=tuple(only),
                       progress=progress)
-    from recoverykit.chaos.reaper import reap_stale
+    from recoverykit.conformance.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     try:
         with signals.handled(), bar:

@@ -89,9 +89,9 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     from recoverykit.chaos import systematic
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
     from recoverykit.chaos.dry_run import TRACE_FILE, Trace
-    from recoverykit.chaos.reaper import reap_stale
     from recoverykit.chaos.shard import parse_shard, select
     from recoverykit.conformance.errors import AdapterCommandError
+    from recoverykit.conformance.reaper import reap_stale
     from recoverykit.reports.merge import write_all
 
     try:
@@ -159,7 +159,7 @@ def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, th
     """The run itself (systematic, replay or random waves); its results document."""
     from recoverykit.chaos import random_waves as waves
     from recoverykit.chaos import systematic
-    from recoverykit.chaos.reaper import reap_stale
+    from recoverykit.conformance.reaper import reap_stale
 
     if random_waves is None:
         return systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,

@@ -115,8 +115,8 @@ def docs(doc_path: str, write: bool) -> None:
 @click.option("--marker", default=None, help="A run marker; without it, list every stale recoverykit run.")
 def leftovers(marker: str | None) -> None:
     """List processes left by a run (by marker) or by runs whose kit died."""
-    from recoverykit.chaos.reaper import leftovers as find
-    from recoverykit.chaos.reaper import stale_markers
+    from recoverykit.conformance.reaper import leftovers as find
+    from recoverykit.conformance.reaper import stale_markers
 
     found = {marker: find(marker)} if marker else stale_markers()
     click.echo(json.dumps({m: [[r.pid, r.create_time] for r in refs] for m, refs in found.items()}))
@@ -127,8 +127,8 @@ def leftovers(marker: str | None) -> None:
 @click.option("--stale", is_flag=True, help="Kill the leftovers of every recoverykit run whose kit is dead.")
 def reap(marker: str | None, stale: bool) -> None:
     """SIGKILL leftovers (verified by psutil); exits 1 if any survived."""
-    from recoverykit.chaos.reaper import reap as reap_marker
-    from recoverykit.chaos.reaper import reap_stale
+    from recoverykit.conformance.reaper import reap as reap_marker
+    from recoverykit.conformance.reaper import reap_stale
 
     if bool(marker) == stale:
         raise UsageError("pass exactly one of --marker MARKER or --stale")

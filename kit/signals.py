@@ -38,7 +38,7 @@ def exit_code(signum: int) -> int:
 
 
 def _reap() -> None:
-    from recoverykit.chaos.reaper import reap_owned
+    from recoverykit.conformance.reaper import reap_owned
     with contextlib.suppress(Exception):
         reap_owned()
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from recoverykit.chaos.killer import kill_tree
-from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker, reap
+from recoverykit.conformance.killer import kill_tree
+from recoverykit.conformance.reaper import ENV_RUN_MARKER, new_marker, reap
 
 SRC = str(Path(__file__).resolve().parent.parent)
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 from env_helpers import marked_by
-from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker
 from recoverykit.conformance import proc_guard
 from recoverykit.conformance.errors import RefusedProcess
+from recoverykit.conformance.reaper import ENV_RUN_MARKER, new_marker
 
 PROXY = Path(__file__).resolve().parent / "adapters" / "procs_proxy.py"
 BOUND_S = 150  # generous: proves "no hang", not speed

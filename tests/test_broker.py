@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from env_helpers import short_dir  # noqa: F401  (fixture)
-from recoverykit.chaos import broker as broker_module
-from recoverykit.chaos.broker import FailpointBroker, FailpointNotHit
+from recoverykit.conformance import broker as broker_module
+from recoverykit.conformance.broker import FailpointBroker, FailpointNotHit
 from recoverykit.errors import InvalidArgument
 
 

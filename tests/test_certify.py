@@ -155,7 +155,8 @@ def test_an_adapter_that_cannot_start_is_a_usage_error(tmp_path):
 
 
 def test_a_run_reaps_every_process_by_its_marker_even_after_an_error(tmp_path):
-    from recoverykit.conformance.environment import Run, marked
+    from recoverykit.conformance.environment import Run
+    from recoverykit.conformance.reaper import leftovers as marked
     from recoverykit.conformance.scenarios import SCENARIOS_BY_ID, submit
 
     scenario = SCENARIOS_BY_ID["chat_long_tool"]

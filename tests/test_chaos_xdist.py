@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 from recoverykit.chaos import systematic
-from recoverykit.chaos.reaper import ENV_RUN_MARKER
+from recoverykit.conformance.reaper import ENV_RUN_MARKER
 
 MINI = Path(__file__).resolve().parent / "adapters" / "mini_runtime.py"
 # mini declares tool.result.commit.before but not input.accept.after: two passed, two not implemented

@@ -3,7 +3,6 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from recoverykit.chaos import failpoint_client as client
 from recoverykit.chaos.failpoints import (
     ENV_FAILPOINT_SOCKET,
     ENV_FAILPOINTS,
@@ -17,6 +16,7 @@ from recoverykit.chaos.failpoints import (
     parse,
     validate,
 )
+from recoverykit.conformance import failpoint_client as client
 from recoverykit.errors import InvalidArgument
 from recoverykit.model.catalogue import POINTS_BY_NAME
 

@@ -3,8 +3,9 @@
 from pathlib import Path
 
 import pytest
-from recoverykit.chaos import failpoint_client, runenv
+from recoverykit.chaos import runenv
 from recoverykit.chaos.failpoints import DOC_BEGIN, DOC_END, points_table, refresh_doc
+from recoverykit.conformance import failpoint_client
 from recoverykit.errors import InvalidArgument
 from recoverykit.model.catalogue import INTERRUPTION_POINTS
 
@@ -58,8 +59,8 @@ def test_a_run_environment_is_torn_down_with_its_processes(tmp_path):
     import sys
     import time
 
-    from recoverykit.chaos.killer import ProcRef
-    from recoverykit.chaos.reaper import leftovers
+    from recoverykit.conformance.killer import ProcRef
+    from recoverykit.conformance.reaper import leftovers
 
     script = {"scripts": [{"id": "s", "steps": [{"text": "x"}]}]}
     with runenv.RunEnvironment(tmp_path / "run", script) as world:
@@ -81,7 +82,7 @@ def test_a_run_environment_is_torn_down_with_its_processes(tmp_path):
             straggler.wait()
 
 
-@pytest.mark.parametrize("relative", ["chaos/failpoint_client.py", "conformance/probe.py"])
+@pytest.mark.parametrize("relative", ["conformance/failpoint_client.py", "conformance/probe.py"])
 def test_vendorable_files_use_the_standard_library_only(relative):
     import ast
     import sys

@@ -6,13 +6,13 @@ import time
 
 import pytest
 from env_helpers import short_dir, spawner  # noqa: F401  (fixtures)
-from recoverykit.chaos.broker import FailpointBroker
 from recoverykit.chaos.failpoints import arm_env
-from recoverykit.chaos.killer import ProcRef, exit_status, kill
+from recoverykit.conformance.broker import FailpointBroker
+from recoverykit.conformance.killer import ProcRef, exit_status, kill
 
 RUNTIME = """
 import sys
-from recoverykit.chaos.failpoint_client import failpoint
+from recoverykit.conformance.failpoint_client import failpoint
 for step in range(3):
     failpoint("tool.result.commit.before", "work-%d" % step)
     print("committed", step, flush=True)
@@ -104,7 +104,7 @@ def test_unarmed_points_do_nothing(spawner, short_dir, spec):  # noqa: F811
 
 FORKING = """
 import os
-from recoverykit.chaos.failpoint_client import failpoint
+from recoverykit.conformance.failpoint_client import failpoint
 failpoint("tool.dispatch.after", "before-fork")      # hit 1 in the parent: off
 child = os.fork()
 if child == 0:

@@ -19,7 +19,7 @@ import time
 import psutil
 import pytest
 from env_helpers import marked_by
-from recoverykit.chaos.reaper import ENV_RUN_MARKER, reap_stale
+from recoverykit.conformance.reaper import ENV_RUN_MARKER, reap_stale
 
 FAST_CASE = "chat_unknown_write/completion.commit.before_projection/1/frontend_reload"
 SLOW_CASE = "chat_unknown_write/tool.running/1/worker_kill"
@@ -41,7 +41,7 @@ def test_a_finished_case_leaves_no_process(tmp_path):
 
 def test_sigkilled_chaos_command_is_cleaned_up_by_the_next_run(tmp_path):
     # a leftover from an earlier kit that died: a marked process whose owner pid is gone
-    make_marker = "from recoverykit.chaos.reaper import new_marker; print(new_marker())"
+    make_marker = "from recoverykit.conformance.reaper import new_marker; print(new_marker())"
     owner = subprocess.run([sys.executable, "-c", make_marker], capture_output=True, text=True, check=True, timeout=60)
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
                               env={**os.environ, ENV_RUN_MARKER: owner.stdout.strip()})
@@ -94,12 +94,12 @@ def test_reap_stale_repeats_until_a_dead_runs_chain_is_gone():
     # a dead chaos command's marker on a live "xdist worker", which made its own marker for its "case".
     # The command stays alive until the chain is built: other tests running meanwhile call reap_stale()
     # too, and would reap a chain whose owner is already dead before this test could look at it.
-    make_marker = ("import time; from recoverykit.chaos.reaper import new_marker; print(new_marker(), flush=True); "
-                   "time.sleep(300)")
+    make_marker = ("import time; from recoverykit.conformance.reaper import new_marker; "
+                   "print(new_marker(), flush=True); time.sleep(300)")
     command = subprocess.Popen([sys.executable, "-c", make_marker], stdout=subprocess.PIPE, text=True,
                                start_new_session=True)
     worker_code = ("import os, subprocess, sys, time\n"
-                   "from recoverykit.chaos.reaper import ENV_RUN_MARKER, new_marker\n"
+                   "from recoverykit.conformance.reaper import ENV_RUN_MARKER, new_marker\n"
                    "m = new_marker()\n"
                    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
                    " env={**os.environ, ENV_RUN_MARKER: m}, start_new_session=True)\n"

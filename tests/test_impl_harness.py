@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from recoverykit.chaos.broker import FailpointBroker
+from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.client import AdapterClient
 from recoverykit.conformance.probe_tools import probe_tool, standard_probe_tools
 from recoverykit.conformance.provider import ScriptedProvider

@@ -8,8 +8,8 @@ import time
 import psutil
 import pytest
 from env_helpers import spawner  # noqa: F401  (fixture)
-from recoverykit.chaos.killer import ProcRef, graceful_stop, kill, kill_tree, kill_worker_only
-from recoverykit.chaos.reaper import (
+from recoverykit.conformance.killer import ProcRef, graceful_stop, kill, kill_tree, kill_worker_only
+from recoverykit.conformance.reaper import (
     ENV_RUN_MARKER,
     leftovers,
     marked_env,
@@ -142,7 +142,7 @@ def test_the_kit_never_kills_itself_or_its_ancestors():
 def test_a_marked_process_reaping_its_own_marker_survives(spawner):  # noqa: F811
     marker = new_marker()
     code = ("import json, os\n"
-            "from recoverykit.chaos.reaper import leftovers, reap\n"
+            "from recoverykit.conformance.reaper import leftovers, reap\n"
             "m = os.environ['RECOVERYKIT_RUN_MARKER']\n"
             "print(json.dumps([len(leftovers(m)), len(reap(m).targets)]), flush=True)\n")
     proc = spawner.python(code, env=marked_env(marker), stdout=subprocess.PIPE, text=True)

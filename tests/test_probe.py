@@ -10,8 +10,8 @@ import pytest
 from env_helpers import short_dir, spawner  # noqa: F401  (fixtures)
 from hypothesis import given
 from hypothesis import strategies as st
-from recoverykit.chaos.broker import FailpointBroker
-from recoverykit.chaos.killer import ProcRef, kill, kill_worker_only
+from recoverykit.conformance.broker import FailpointBroker
+from recoverykit.conformance.killer import ProcRef, kill, kill_worker_only
 from recoverykit.conformance.probe import HOLD_POINT, dumps, loads, process_create_time
 from recoverykit.conformance.probe_tools import probe_tool, standard_probe_tools
 from recoverykit.conformance.witness import read_witness

@@ -247,7 +247,7 @@ def test_a_held_request_ends_when_its_client_is_killed(tmp_path):
     import subprocess
     import sys
 
-    from recoverykit.chaos.killer import kill
+    from recoverykit.conformance.killer import kill
 
     script = {"scripts": [{"id": "k", "steps": [{"text": "never seen", "faults": [{"kind": "hold"}]}]}]}
     with ScriptedProvider(script, tmp_path / "l.jsonl") as provider:

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mini_store import connect, dumps, now, one, rows, tx
 
 try:  # the kit's copyable failpoint client (standard library only)
-    from recoverykit.chaos.failpoint_client import failpoint
+    from recoverykit.conformance.failpoint_client import failpoint
 except ImportError:  # pragma: no cover - the mini runtime then has no failpoints
     def failpoint(point, work_id=None):
         return None

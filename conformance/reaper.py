@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 import psutil
-from recoverykit.chaos.killer import KillReport, ProcRef, kill_all
 from recoverykit.conformance import proc_markers
+from recoverykit.conformance.killer import KillReport, ProcRef, kill_all
 from recoverykit.model.errors import InvalidArgument
 
 ENV_RUN_MARKER = "RECOVERYKIT_RUN_MARKER"
