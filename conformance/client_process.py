@@ -141,12 +141,17 @@ def kin(adapter_pid: int, files: Collection[str]) -> list[psutil.Process]:
         since_ticks = int(since[19]) if since else 0
     except (IndexError, ValueError):
         since_ticks = 0
-    key = str(adapter_pid).encode()
+    key, mine = str(adapter_pid).encode(), str(me).encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in (me, adapter_pid):
             continue
         fields = _stat_fields(entry)
         if fields is None or len(fields) < 20 or fields[0] == b"Z":
+            continue
+        if fields[1] == mine:
+            # a child of the kit itself: another run's adapter, forked but not yet exec'd, holds copies of
+            # every descriptor of the kit (this run's pipes and log too) for a moment. An escaped runtime
+            # process is reparented to init or a subreaper, never to the kit, so it is never one of these.
             continue
         ours = key in (fields[2], fields[3])  # process group or session of the adapter
         if not ours and files and int(fields[19]) >= since_ticks:  # only a process started since can hold them

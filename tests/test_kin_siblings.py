@@ -1,0 +1,61 @@
+"""An adapter's close never kills another run's adapter that the kit is forking at that moment.
+
+Between fork and exec a new child of the kit holds copies of every descriptor the kit has, this run's
+stdio pipes and stderr log among them. ``client_process.kin`` looks for escaped runtime processes by
+those descriptors, so without care it took a sibling adapter being started by another scenario
+thread for a stray and SIGKILLed it (seen under load as "the adapter exited with status -9" during
+``init``). A child of the kit is never an escaped runtime process: those are reparented to init.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from recoverykit.conformance import client_process
+
+
+def test_a_child_of_the_kit_holding_the_runs_pipe_is_not_kin():
+    adapter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdin=subprocess.PIPE,
+                               start_new_session=True)
+    files = frozenset({os.readlink(f"/proc/self/fd/{adapter.stdin.fileno()}")})  # pipe:[inode]
+    # a sibling started after the adapter that still holds the adapter's pipe, as a fork before its exec does
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                               pass_fds=(adapter.stdin.fileno(),), start_new_session=True)
+    try:
+        assert client_process.holds(sibling.pid, files)  # the descriptor is really there
+        found = {p.pid for p in client_process.kin(adapter.pid, files)}
+        assert sibling.pid not in found
+    finally:
+        for proc in (sibling, adapter):
+            proc.kill()
+            proc.wait()
+
+
+def test_an_escaped_process_holding_the_runs_pipe_is_still_kin():
+    adapter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdin=subprocess.PIPE,
+                               start_new_session=True)
+    files = frozenset({os.readlink(f"/proc/self/fd/{adapter.stdin.fileno()}")})
+    fd = adapter.stdin.fileno()
+    # a double fork: the grandchild is reparented away from the kit and keeps the pipe
+    launcher = subprocess.run(
+        [sys.executable, "-c", "import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+         "'import time; time.sleep(30)'], pass_fds=(int(sys.argv[1]),), start_new_session=True, "
+         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)",
+         str(fd)], pass_fds=(fd,), capture_output=True, text=True, timeout=30)
+    escaped = int(launcher.stdout.strip())
+    try:
+        assert escaped in {p.pid for p in client_process.kin(adapter.pid, files)}
+    finally:
+        with_kill(escaped)
+        adapter.kill()
+        adapter.wait()
+
+
+def with_kill(pid: int) -> None:
+    import contextlib
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
