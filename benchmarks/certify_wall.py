@@ -2,6 +2,7 @@
 
     python benchmarks/certify_wall.py                  # one default run: prints wall seconds and the verdict
     python benchmarks/certify_wall.py --seeds 20       # seeds 1..20 in a row: prints every failing seed/clause
+    python benchmarks/certify_wall.py --seeds 20 --reuse-out   # every seed into one --out (earlier runs move aside)
     python benchmarks/certify_wall.py --adapter "python tests/adapters/mini_runtime.py"
 
 It prints figures; it asserts nothing (speed is a target, not a test). Each run goes through the real
@@ -40,11 +41,14 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=1, help="run seeds 1..N in a row and report failures")
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="keep results here (default: a temp dir)")
+    parser.add_argument("--reuse-out", action="store_true",
+                        help="every seed into the same --out, as replays into one results directory do")
     ns, extra = parser.parse_known_args()
     base = Path(ns.out or tempfile.mkdtemp(prefix="rk-certify-bench-"))
     walls, failures = [], []
     for seed in range(ns.first_seed, ns.first_seed + ns.seeds):
-        wall, results = certify_once(ns.adapter, seed, base / f"seed-{seed}", extra)
+        out = base / "reused" if ns.reuse_out else base / f"seed-{seed}"
+        wall, results = certify_once(ns.adapter, seed, out, extra)
         walls.append(wall)
         bad = {c: v["verdict"] for c, v in results.get("clauses", {}).items() if v["verdict"] in ("invalid", "unknown")
                and (v.get("required") or v["verdict"] == "invalid")}
@@ -56,7 +60,7 @@ def main() -> int:
                                          if c["verdict"] in ("invalid", "unknown")]))
     print(f"certify wall time: median {sorted(walls)[len(walls) // 2]:.1f} s, max {max(walls):.1f} s over "
           f"{len(walls)} run(s) (target: under 90 s); results under {base}")
-    print(f"{len(walls) - len(failures)}/{len(walls)} seeds valid")
+    print(f"{len(walls) - len(failures)}/{len(walls)} seeds valid" + (" (one reused --out)" if ns.reuse_out else ""))
     for seed, bad, messages in failures:
         print(f"  seed {seed}: {bad}")
         for m in messages:

@@ -314,7 +314,7 @@ def drive_pause_then_restart(run: Run) -> list[ClauseResult]:
 
 
 def _during_recovery(action: str) -> Drive:
-    """A tree kill while the request is in flight; the user acts right after the restart begins."""
+    """A tree kill while the request is in flight; the user acts while recovery's own request is held."""
     expected = {"pause": {"paused"}, "end": {"cancelled"}, "input": {"run", "done"}}[action]
     clause_id = "INP-01" if action == "input" else "RI-03"
 
@@ -326,10 +326,14 @@ def _during_recovery(action: str) -> Drive:
         run.kill("tree_kill")
         run.provider.release(cut=True)
         run.start()
+        # the recovered turn's request is held too (its script holds attempts 1 and 2): the user's action
+        # lands while recovery is under way, never after the work already finished
+        held = run.wait_held(SETTLE_S, script_id=script_id)
         if action == "input":
             submit(run, script_id, n=2)
         else:
             run.op(action, work_id=work_id)
+        run.provider.release(held)
         _, settled = run.settle(SETTLE_S)
         return [expect_desired(settled, [work_id], expected, clause_id, f"after {action} during recovery")]
 
@@ -397,10 +401,14 @@ _CHAT = Profile.CHAT_CORE
 _K = RestartKind
 
 
-def chaos_only_script(script_id: str, tool: str = "probe_unknown", usage: str = "cumulative") -> dict:
+HOLD_TWICE = [{"kind": "hold", "at_chunk": 0, "attempts": [1, 2]}]  # the first request and its re-send
+
+
+def chaos_only_script(script_id: str, tool: str = "probe_unknown", usage: str = "cumulative",
+                      hold: list | None = None) -> dict:
     """Tool, then answer, the first request held (certify's drives fault there; chaos drops the hold and
     puts the case's own where the case says)."""
-    return script(script_id, tool_step(tool, faults=HOLD_FIRST),
+    return script(script_id, tool_step(tool, faults=hold or HOLD_FIRST),
                   {"text": f"done {script_id}", "usage": {"prompt_tokens": 40, "completion_tokens": 3}}, usage=usage)
 
 
@@ -452,19 +460,19 @@ SCENARIOS: tuple[Scenario, ...] = (
                    points=("provider.request.inflight", "tool.result.commit.before"), during="pause",
                    clauses=("RI-03", "FA-01"))),
     Scenario("pause_during_recovery", "the user pauses while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("drp", usage="final"),), ("probe_unknown",), ("RI-03", "INP-01"),
+             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",), ("RI-03", "INP-01"),
              _during_recovery("pause"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=RECOVERY_POINTS, during="pause",
                    clauses=("FA-14", "RI-03"))),
     Scenario("end_during_recovery", "the user ends the work while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("dre", usage="final"),), ("probe_unknown",), ("RI-03", "INP-01"),
+             (chaos_only_script("dre", usage="final", hold=HOLD_TWICE),), ("probe_unknown",), ("RI-03", "INP-01"),
              _during_recovery("end"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="end",
                    clauses=("FA-14", "RI-03"))),
     Scenario("input_during_recovery", "the user sends new input while recovery is held at a recovery phase", _CHAT,
              # a read-only tool: the new input's own turn may ask for it again, which is no re-run
-             (chaos_only_script("dri", "probe_read", usage="final"),), ("probe_read",), ("INP-01", "RI-02"),
-             _during_recovery("input"),
+             (chaos_only_script("dri", "probe_read", usage="final", hold=HOLD_TWICE),), ("probe_read",),
+             ("INP-01", "RI-02"), _during_recovery("input"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
                    clauses=("FA-14", "INP-01"))),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
