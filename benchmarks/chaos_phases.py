@@ -20,14 +20,16 @@ from recoverykit.chaos import restarts, runner, spares
 from recoverykit.chaos.case_env import CaseEnv
 from recoverykit.chaos.cases import parse_case_id
 from recoverykit.chaos.prediction import check_prediction
-from recoverykit.conformance import killer
 from recoverykit.conformance.checker import Evidence, check
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import scenario_named
 
 DEFAULT_CASE = "chat_unknown_write/tool.result.commit.before/1/tree_kill"
+# "recover" is the runtime's recovery until it reports quiescence (its repaired turn, the provider and the
+# tool included); the kit only waits there. It used to be counted with "verify" as the kit's.
 WHOSE = {"environment + init": "kit", "start": "runtime", "run to the point": "runtime + probe",
-         "observe + kill": "kit", "start again": "runtime", "recover + verify": "kit", "teardown": "kit + runtime"}
+         "observe + kill": "kit", "start again": "runtime", "recover": "runtime", "verify": "kit",
+         "teardown": "kit + runtime"}
 
 
 def one(case, base: Path) -> dict[str, float]:
@@ -45,9 +47,7 @@ def one(case, base: Path) -> dict[str, float]:
         raise SystemExit(f"{case.id}: the point was never reached")
     marks.append(time.monotonic())
     before = env.observe()
-    members = killer.freeze_trees(restarts._refs(env.processes(), {"control", "worker", "tool", "other"}))
-    killer.kill_all(members)
-    env.fault("tree_kill", killed=[m.pid for m in members])
+    restarts.tree_kill(env, "tree_kill")  # the runner's own path: vetted pids (proc_guard), frozen, killed, verified
     env.release_holds(cut_provider=True)
     marks.append(time.monotonic())
     env.start_runtime()
@@ -55,6 +55,7 @@ def one(case, base: Path) -> dict[str, float]:
     env.auto_release()
     env.wait_pending()
     quiescent = env.quiesce(30)
+    marks.append(time.monotonic())
     env.observe(quiescent)
     runner.with_suppress_timeout(env)
     check(Evidence(history=env.recorder.history, ledger=env.provider.records(), witness=env.witness(),
@@ -84,7 +85,8 @@ def main() -> int:
         total += value
         print(f"  {name:<20} {value * 1000:6.0f} ms  ({whose})")
     kit = sum(statistics.median(r[n] for r in rows) for n, w in WHOSE.items() if w == "kit")
-    print(f"  sum of medians       {total * 1000:6.0f} ms; the kit's own phases {kit * 1000:.0f} ms")
+    print(f"  sum of medians       {total * 1000:6.0f} ms; the kit's own phases {kit * 1000:.0f} ms "
+          f"= {100 * kit / total:.0f} % of the cycle")
     return 0
 
 

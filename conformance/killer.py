@@ -31,7 +31,7 @@ def _clock() -> tuple[float, int]:
     return psutil.boot_time(), os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> tuple[str, int, float] | None:
+def proc_stat(pid: int) -> tuple[str, int, float] | None:
     """(state, ppid, create_time) of a live pid, or None if it is gone.
 
     On Linux one read of ``/proc/<pid>/stat``, computed as psutil computes create_time; a kill phase
@@ -86,7 +86,7 @@ class ProcRef:
             return None
 
     def alive(self) -> bool:
-        st = _stat(self.pid)
+        st = proc_stat(self.pid)
         if st is None or st[0] == psutil.STATUS_ZOMBIE:
             return False
         return abs(st[2] - self.create_time) <= IDENTITY_TOLERANCE_S
@@ -218,7 +218,7 @@ def _process_table() -> dict[int, list[ProcRef]]:
         return children
     for entry in os.listdir(_PROC):
         if entry.isdigit():
-            st = _stat(int(entry))
+            st = proc_stat(int(entry))
             if st is not None:
                 children.setdefault(st[1], []).append(ProcRef(int(entry), st[2]))
     return children

@@ -16,7 +16,7 @@ process has been signalled.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -24,17 +24,25 @@ from typing import Any
 import psutil
 from recoverykit.conformance import proc_markers
 from recoverykit.conformance.errors import RefusedProcess
+from recoverykit.conformance.killer import proc_stat
 
 MARKER_ENV = "RECOVERYKIT_RUN_MARKER"
 IDENTITY_TOLERANCE_S = 0.05  # create_time comes from clock ticks (10 ms): recomputations agree well within this
 
 
 def protected() -> frozenset[int]:
-    """pid 1, this process and its ancestors: never signalled by the kit."""
-    me = psutil.Process()
-    with contextlib.suppress(psutil.Error):
-        return frozenset({1, me.pid, *(p.pid for p in me.parents())})
-    return frozenset({1, me.pid, os.getppid()})
+    """pid 1, this process and its ancestors: never signalled by the kit (the ancestry is read once per
+    process: the chain above the kit does not change under it)."""
+    return frozenset({1, *_ancestry(os.getpid())})
+
+
+@functools.lru_cache(maxsize=4)
+def _ancestry(pid: int) -> tuple[int, ...]:
+    try:
+        me = psutil.Process(pid)
+        return (me.pid, *(p.pid for p in me.parents()))
+    except psutil.Error:
+        return (pid, os.getppid())
 
 
 def _field(item: Any, name: str) -> Any:
@@ -47,16 +55,22 @@ def _refuse(pid: int, why: str) -> RefusedProcess:
 
 
 def of_run(pid: int, marker: str, stop: frozenset[int] = frozenset()) -> bool:
-    """Does ``pid`` carry ``marker``, or descend from a process that does (up to, not through, ``stop``)?"""
-    try:
-        chain = [pid, *(p.pid for p in psutil.Process(pid).parents())]
-    except psutil.Error:
-        return False
-    for ancestor in chain:
-        if ancestor in stop:
+    """Does ``pid`` carry ``marker``, or descend from a process that does (up to, not through, ``stop``)?
+
+    Walks up by ``/proc/<pid>/stat`` (``killer.proc_stat``), one read per step, and stops at the first
+    ancestor that carries the marker: a runtime process usually carries it itself.
+    """
+    seen: set[int] = set()
+    while pid > 0 and pid not in seen:
+        if pid in stop:
             return False
-        if proc_markers.value_of(ancestor, MARKER_ENV) == marker:
+        seen.add(pid)
+        if proc_markers.value_of(pid, MARKER_ENV) == marker:
             return True
+        st = proc_stat(pid)
+        if st is None:
+            return False
+        pid = st[1]
     return False
 
 
@@ -72,14 +86,12 @@ def vet(listed: Iterable[Any], marker: str, *, adapter_pid: int | None = None) -
             raise _refuse(pid, "it is the kit's own process or one of its ancestors")
         if adapter_pid is not None and pid == adapter_pid:
             raise _refuse(pid, "it is the adapter process itself (processes lists runtime processes only)")
-        try:
-            proc = psutil.Process(pid)
-            with proc.oneshot():
-                actual, status = proc.create_time(), proc.status()
-        except psutil.NoSuchProcess:
+        if not isinstance(pid, int) or pid < 1:
+            raise _refuse(pid, "it is not a process id")
+        st = proc_stat(pid)
+        if st is None:
             continue  # gone since it was listed: nothing left to kill
-        except psutil.Error as exc:
-            raise _refuse(pid, f"the kit cannot inspect it ({type(exc).__name__})") from None
+        status, _, actual = st
         if status == psutil.STATUS_ZOMBIE:
             continue  # already dead; only its parent's wait is missing
         if listed_ct is not None and abs(actual - float(listed_ct)) > IDENTITY_TOLERANCE_S:
