@@ -10,10 +10,12 @@ pass: its first request held, the whole tree killed, the runtime restarted with 
 armed to report.
 
 Failpoint hits are counted per process, and a case for hit k pauses the k-th hit of whichever process
-gets there, so a point's count in the trace is the largest per-process hit number seen. A runtime that
-reaches a point more often than the script suggests (a retry loop, a second tool call) gets cases for
-those hits too. The trace is stored as ``trace.json`` beside the results; ``--trace FILE`` makes shards
-and later runs enumerate exactly the same cases.
+gets there. A point's count in the trace is how often one work item passed it in one process (hits
+without a work item: per process), which does not depend on how the scheduler spread several sessions
+over the workers, so the case list is the same on every run. A runtime that reaches a point more often
+than the script suggests (a retry loop, a second tool call) gets cases for those hits too. The trace is
+stored as ``trace.json`` beside the results; ``--trace FILE`` makes shards and later runs enumerate
+exactly the same cases.
 """
 
 from __future__ import annotations
@@ -148,12 +150,23 @@ def _reports_settled(env: CaseEnv, quiet_s: float = 0.2, limit_s: float = 3.0) -
 
 
 def _runtime_hits(env: CaseEnv, points: Iterable[str]) -> dict[str, int]:
-    """point -> the largest per-process hit number the broker recorded."""
+    """point -> how often one work item passed it in one process, at most (hits without a work item:
+    per process).
+
+    Not the largest per-process hit number: with several sessions, which worker serves which item is the
+    scheduler's choice, so a worker that served all three items on one run reaches hit 3 and on the next
+    run none does. How often one item passes a point does not depend on that, and a process serving the
+    item reaches that hit whichever it is, so the case list is the same on every run.
+    """
     _reports_settled(env)
-    wanted, out = set(points), {}
+    wanted, counts = set(points), {}
     for hit in env.broker.hits():
         if hit.point in wanted:
-            out[hit.point] = max(out.get(hit.point, 0), int(hit.hit))
+            key = (hit.point, hit.pid, hit.work_id)
+            counts[key] = counts.get(key, 0) + 1
+    out: dict[str, int] = {}
+    for (point, _, _), n in counts.items():
+        out[point] = max(out.get(point, 0), n)
     return out
 
 
