@@ -413,15 +413,15 @@ def chaos_only_script(script_id: str, tool: str = "probe_unknown", usage: str = 
 
 
 SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("chat_unknown_write", "chat with an unknown-effect write, crash before its result is committed", _CHAT,
+             (script("write", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
+             ("FA-15", "CTL-03", "INP-01", "RI-02", "USG-03", "USG-05", "USG-10"), drive_unknown_write,
+             Chaos(clauses=("FA-01", "FA-03", "FA-04", "FA-05", "FA-06", "FA-09", "FA-10", "FA-11", "FA-15"))),
     Scenario("chat_read_tool", "ordinary chat with a read-only tool", _CHAT,
              (script("read", tool_step("probe_read", {"output": "readme"}), text_step()),), ("probe_read",),
              ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05", "REC-06"),
              drive_read_tool, Chaos(kinds=(_K.TREE_KILL,), points=("input.accept.after", "tool.dispatch.after",
                                                                   "tool.result.commit.after", "usage.persist.after"))),
-    Scenario("chat_unknown_write", "chat with an unknown-effect write, crash before its result is committed", _CHAT,
-             (script("write", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
-             ("FA-15", "CTL-03", "INP-01", "RI-02", "USG-03", "USG-05", "USG-10"), drive_unknown_write,
-             Chaos(clauses=("FA-01", "FA-03", "FA-04", "FA-05", "FA-06", "FA-09", "FA-10", "FA-11", "FA-15"))),
     Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
              (script("long", tool_step("probe_unknown", {"sleep_s": 1.5}), text_step()),), ("probe_unknown",),
              ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool,
