@@ -292,6 +292,7 @@ def drive_together(run: Run) -> list[ClauseResult]:
     run.start()
     ids = [submit(run, sid, session=f"together-{sid}") for sid in ("ta", "tb", "tc")]
     run.wait_held(SETTLE_S, script_id="ta")
+    run.observe()  # mid-flight: every item has exactly one owner
     run.kill("tree_kill")
     run.provider.release(cut=True)
     run.start()
@@ -408,7 +409,7 @@ def chaos_only_script(script_id: str, tool: str = "probe_unknown", usage: str = 
                       hold: list | None = None) -> dict:
     """Tool, then answer, the first request held (certify's drives fault there; chaos drops the hold and
     puts the case's own where the case says)."""
-    return script(script_id, tool_step(tool, faults=hold or HOLD_FIRST),
+    return script(script_id, tool_step(tool, faults=HOLD_FIRST if hold is None else hold),
                   {"text": f"done {script_id}", "usage": {"prompt_tokens": 40, "completion_tokens": 3}}, usage=usage)
 
 
@@ -448,7 +449,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              (script("ld", text_step(faults=HOLD_FIRST), usage="final"),), (), ("RI-05", "RI-02"), drive_long_downtime,
              Chaos(kinds=(_K.LONG_DOWNTIME,), points=("provider.request.inflight", "usage.persist.after"))),
     Scenario("sessions_together", "three sessions recover together: fair queueing, shared quota, one owner each",
-             _CHAT, tuple(chaos_only_script(sid, "probe_read") for sid in ("ta", "tb", "tc")), ("probe_read",),
+             # only the first session's request is held: a held session the restarted runtime serves first
+             # would keep a worker from the others for the hold's whole timeout
+             _CHAT, tuple(chaos_only_script(sid, "probe_read", hold=None if sid == "ta" else [])
+                          for sid in ("ta", "tb", "tc")), ("probe_read",),
              ("INP-01", "OWN-02", "CTL-03"), drive_together,
              Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT), double_start=True,
                    points=("provider.request.inflight", "tool.result.commit.before", "recovery.claim.after"),
