@@ -74,3 +74,31 @@ def marked_by(owner_pid: int) -> list[psutil.Process]:
             if proc.environ().get(ENV_RUN_MARKER, "").startswith(prefix) and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
     return found
+
+
+def cli_in_process(*args: str) -> tuple[int, str]:
+    """``recoverykit ARGS`` in this process: (exit code, stdout and stderr together). For commands that start
+    no adapter, where a subprocess would only add its interpreter start."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from recoverykit.cli import main
+
+    buf = io.StringIO()
+    with redirect_stdout(buf), redirect_stderr(buf):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+        else:
+            code = 0
+    return int(code or 0), buf.getvalue()
+
+
+def tagged(tag: str) -> list[psutil.Process]:
+    """Live processes with ``tag`` among their command-line words (adapters put it on every child)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if tag in (proc.info["cmdline"] or []) and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found

@@ -8,20 +8,17 @@ bound that proves there was no hang, and that no process of the run outlived it.
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from env_helpers import marked_by
+from env_helpers import cli_in_process, marked_by
 from recoverykit.chaos.systematic import RESULTS_KIND
-from recoverykit.cli import main
 from recoverykit.conformance.history import Recorder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,18 +52,10 @@ def run_kit(*args: str, bound_s: float = 150.0) -> tuple[int, str]:
 
 
 def in_process(*args: str) -> tuple[int, str]:
-    """``recoverykit ARGS`` in this process (fast: for commands that start no adapter)."""
-    buf = io.StringIO()
-    with redirect_stdout(buf), redirect_stderr(buf):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code
-        else:
-            code = 0
-    out = buf.getvalue()
+    """``recoverykit ARGS`` in this process (fast: for commands that start no adapter); never a traceback."""
+    code, out = cli_in_process(*args)
     assert "Traceback" not in out, out
-    return int(code or 0), out
+    return code, out
 
 
 def results(out: Path) -> dict:

@@ -8,17 +8,15 @@ a traceback. Run in-process through ``recoverykit.cli.main`` for speed; nothing 
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+from env_helpers import cli_in_process
 from hypothesis import given
 from hypothesis import strategies as st
 from recoverykit.chaos.systematic import RESULTS_KIND
-from recoverykit.cli import main
 from recoverykit.conformance.history import Recorder
 
 ALLOWED = {0, 1, 2, 64}
@@ -31,15 +29,7 @@ json_values = st.recursive(
 
 
 def run(*args: str) -> tuple[int, str]:
-    buf = io.StringIO()
-    with redirect_stdout(buf), redirect_stderr(buf):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code
-        else:
-            code = 0
-    return int(code or 0), buf.getvalue()
+    return cli_in_process(*args)
 
 
 def assert_no_defect(code: int, out: str) -> None:

@@ -10,8 +10,8 @@ import sys
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
+from env_helpers import tagged
 from recoverykit.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,14 +31,6 @@ CASES = {
     "old_major": (1, "the MAJOR versions must match"),
     "invented_section": (1, "section `leases` is filled but not declared"),
 }
-
-
-def _leftovers(tag: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        if tag in (proc.info["cmdline"] or []) and proc.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(proc)
-    return found
 
 
 def _ping(adapter: str, *args: str) -> subprocess.CompletedProcess:
@@ -77,10 +69,10 @@ def test_garbage_adapter_ends_with_one_paragraph_and_no_leftovers(mode, tmp_path
         assert f"Adapter protocol error (verdict: {verdict})" in paragraph
         assert why in paragraph
         assert "Read docs/protocol.md" in paragraph
-        assert _leftovers(tag) == []
+        assert tagged(tag) == []
         assert (tmp_path / "adapter.messages.jsonl").read_text().count('"dir": "sent"') >= 1
     finally:
-        for proc in _leftovers(tag):
+        for proc in tagged(tag):
             proc.kill()
 
 

@@ -10,19 +10,11 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
+from env_helpers import tagged
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTER = ROOT / "tests" / "adapters" / "start_crash_adapter.py"
-
-
-def _leftovers(tag: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        if tag in (proc.info["cmdline"] or []) and proc.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(proc)
-    return found
 
 
 def _ping(mode: str, tag: str, *extra: str) -> subprocess.CompletedProcess:
@@ -47,7 +39,7 @@ def test_a_runtime_that_crashes_at_start_gets_one_paragraph(mode, says):
     assert len([ln for ln in result.stderr.splitlines() if ln.strip()]) == 1  # one paragraph
     if mode == "refuse":
         assert 'Its stderr ends: "runtime: cannot open its database: disk I/O error"' in result.stderr
-    assert _leftovers(tag) == []
+    assert tagged(tag) == []
 
 
 def test_without_start_the_same_adapter_pings_valid():
@@ -55,7 +47,7 @@ def test_without_start_the_same_adapter_pings_valid():
     tag = f"rk-start-crash-{uuid.uuid4().hex[:8]}"
     result = _ping("dies", tag)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _leftovers(tag) == []
+    assert tagged(tag) == []
 
 
 def test_a_runtime_that_starts_is_valid_and_reaped():
@@ -63,7 +55,7 @@ def test_a_runtime_that_starts_is_valid_and_reaped():
     result = _ping("lives", tag, "--start")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "started: 1 runtime process(es) listed, all alive" in result.stdout
-    assert _leftovers(tag) == []
+    assert tagged(tag) == []
 
 
 def test_the_reference_runtime_starts():
