@@ -7,56 +7,34 @@ Layout: ``protocol_envelope`` (envelope and error codes), ``protocol_snapshot`` 
 needs is re-exported here; the modules' other names are machinery and may change.
 """
 
-from recoverykit.conformance.client import AdapterClient, Exchange, PendingCall
-from recoverykit.conformance.errors import (
-    AdapterCommandError,
-    AdapterExited,
-    AdapterTimeout,
-    LineTooLong,
-    MalformedMessage,
-    OperationFailed,
-    ProtocolError,
-    SnapshotMismatch,
-    UnexpectedReply,
-)
-from recoverykit.conformance.protocol import check_snapshot, decode, encode, json_schema, parse_reply
-from recoverykit.conformance.protocol_envelope import (
-    ERROR_CODES,
-    MAX_LINE_BYTES,
-    PROTOCOL_VERSION,
-    ErrorReply,
-    error_is_definite,
-)
-from recoverykit.conformance.protocol_rpcs import RPCS, RPCS_BY_NAME, InitOk, ProbeTool
-from recoverykit.conformance.protocol_snapshot import Section, Snapshot
+from __future__ import annotations
 
-__all__ = [
-    "ERROR_CODES",
-    "MAX_LINE_BYTES",
-    "PROTOCOL_VERSION",
-    "RPCS",
-    "RPCS_BY_NAME",
-    "AdapterClient",
-    "AdapterCommandError",
-    "AdapterExited",
-    "AdapterTimeout",
-    "ErrorReply",
-    "Exchange",
-    "InitOk",
-    "LineTooLong",
-    "MalformedMessage",
-    "OperationFailed",
-    "PendingCall",
-    "ProbeTool",
-    "ProtocolError",
-    "Section",
-    "Snapshot",
-    "SnapshotMismatch",
-    "UnexpectedReply",
-    "check_snapshot",
-    "decode",
-    "encode",
-    "error_is_definite",
-    "json_schema",
-    "parse_reply",
-]
+import importlib
+from typing import Any
+
+# The re-exports load on first use (PEP 562): a runtime process that imports only the failpoint client
+# (``recoverykit.conformance.failpoint_client``, standard library only) must not pay for pydantic and the
+# protocol models, ~0.4 s of every process start when they loaded eagerly.
+_EXPORTS = {
+    "AdapterClient": "client", "Exchange": "client", "PendingCall": "client",
+    "AdapterCommandError": "errors", "AdapterExited": "errors", "AdapterTimeout": "errors",
+    "LineTooLong": "errors", "MalformedMessage": "errors", "OperationFailed": "errors",
+    "ProtocolError": "errors", "SnapshotMismatch": "errors", "UnexpectedReply": "errors",
+    "check_snapshot": "protocol", "decode": "protocol", "encode": "protocol", "json_schema": "protocol",
+    "parse_reply": "protocol",
+    "ERROR_CODES": "protocol_envelope", "MAX_LINE_BYTES": "protocol_envelope",
+    "PROTOCOL_VERSION": "protocol_envelope", "ErrorReply": "protocol_envelope",
+    "error_is_definite": "protocol_envelope",
+    "RPCS": "protocol_rpcs", "RPCS_BY_NAME": "protocol_rpcs", "InitOk": "protocol_rpcs", "ProbeTool": "protocol_rpcs",
+    "Section": "protocol_snapshot", "Snapshot": "protocol_snapshot",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
