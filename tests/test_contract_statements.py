@@ -10,7 +10,6 @@ stays reserved.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,24 +33,12 @@ from recoverykit.model.contract import (
 from recoverykit.model.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parent.parent
-SEEDS_DIR = Path(os.environ.get("RECOVERYKIT_SEEDS_DIR") or ROOT.parent / "shared" / "seeds")
-REQUIRE_SEEDS = os.environ.get("RECOVERYKIT_REQUIRE_SEEDS") == "1"
 
 # Every heading (or paragraph opener) a section can end at, in any seed.
 HEADINGS = (contract.ARC, contract.MATRIX, contract.LAYER, contract.INTR, contract.SAFE, contract.HIST,
             contract.GOALUI, contract.TODO, contract.COST, contract.CTRL, contract.IMPL, contract.FAIL,
             contract.ZH_ARC, contract.ZH_CTRL, contract.ZH_FAIL, contract.PC_TOP, contract.PC_ADM,
             contract.PC_FILES, contract.PC_POLICY, contract.PC_DIAG, "Qualification")
-
-
-@pytest.fixture(scope="module")
-def seeds() -> dict[str, str]:
-    if not SEEDS_DIR.is_dir():
-        reason = f"seed documents not found in {SEEDS_DIR} (set RECOVERYKIT_SEEDS_DIR); statements not pinned"
-        if REQUIRE_SEEDS:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return {name: (SEEDS_DIR / name).read_text(encoding="utf-8") for name in contract.SEEDS}
 
 
 def fold(text: str) -> str:
