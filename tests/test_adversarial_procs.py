@@ -155,7 +155,13 @@ def test_certify_never_stops_itself_nor_kills_a_stranger(tmp_path, stranger, mod
 
 
 def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    """A sleeping child, returned once it runs: until its exec has finished, /proc/<pid>/environ can still
+    read empty (the parent resumes from vfork before the new image's environment is set up), and a process
+    caught mid-exec is not what a runtime lists."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print(flush=True); time.sleep(60)"], env=env,
+                            stdout=subprocess.PIPE)
+    proc.stdout.readline()
+    return proc
 
 
 def test_vet_accepts_a_marked_process_with_its_create_time_and_skips_a_gone_one():
