@@ -13,6 +13,7 @@ reaches any third-party runtime.
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import shutil
@@ -102,9 +103,14 @@ def mutated_source(m: Mutant, text: str) -> str:
     probe = f"{indent}__import__({m.package + '.' + PROBE!r}, fromlist=['hit']).hit({m.name!r})\n"
     out = text[:line_start] + probe + text[line_start:start] + m.new + text[start + len(m.old):]
     try:
-        compile(out, f"impl/{m.file}", "exec")
+        tree = ast.parse(out, f"impl/{m.file}")
     except SyntaxError as exc:
         raise MutantError(f"{m.name}: the mutated impl/{m.file} does not compile: {exc}") from None
+    probe_line = out.count("\n", 0, line_start) + 1
+    if not any(isinstance(node, ast.Expr) and node.lineno == probe_line == node.end_lineno
+               for node in ast.walk(tree)):  # a continuation line would make the probe part of an expression
+        raise MutantError(f"{m.name}: the text to replace must start a statement (line {probe_line} of "
+                          f"impl/{m.file} continues an expression)")
     return out
 
 
@@ -142,5 +148,8 @@ def ran(m: Mutant, dest: Path) -> bool:
 if __name__ == "__main__":  # python tests/mutants/mutate.py NAME DEST: print the adapter command
     if len(sys.argv) != 3:
         sys.exit("usage: python tests/mutants/mutate.py NAME DEST")
-    mutant = by_name(sys.argv[1])
-    print(adapter_command(mutant, materialize(mutant, Path(sys.argv[2]).resolve())))
+    try:
+        mutant = by_name(sys.argv[1])
+        print(adapter_command(mutant, materialize(mutant, Path(sys.argv[2]).resolve())))
+    except MutantError as exc:
+        sys.exit(f"mutate: {exc}")
