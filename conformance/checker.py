@@ -427,7 +427,8 @@ CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
 
 def check(ev: Evidence) -> list[ClauseResult]:
     """Every history clause, judged on one run's evidence."""
-    return [result for fn in CHECKS for result in fn(ev)]
+    from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # it builds on this module's types
+    return [result for fn in (*CHECKS, *CROSS_CHECKS) for result in fn(ev)]
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

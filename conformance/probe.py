@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             "pid": os.getpid(), "ppid": os.getppid(), "create_time": process_create_time(),
             "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")}
     witness(ns.witness, {**base, "phase": "start", "time": time.time(), "sleep_s": args.get("sleep_s", 0),
-                         "hold": bool(args.get("hold"))})
+                         "hold": bool(args.get("hold")), "emits": True})
     if args.get("sleep_s"):
         time.sleep(float(args["sleep_s"]))
     outcome = "ok" if exit_code == 0 else "failed"
@@ -198,8 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         hold(ns.broker, ns.witness, token, work_id=token)
     result = {"probe_token": token, "tool": ns.name, "pid": os.getpid(), "outcome": outcome,
               "output": args.get("output", f"{ns.name} ran")}
-    sys.stdout.write(dumps(result) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(dumps(result) + "\n")
+        sys.stdout.flush()
+    except OSError:  # nobody reads it any more (the runtime died): no result left this process
+        return exit_code
+    # Only now could anyone have read a result: a runtime reporting one before this line fabricated it.
+    witness(ns.witness, {**base, "phase": "emitted", "time": time.time()})
     return exit_code
 
 

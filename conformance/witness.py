@@ -35,6 +35,8 @@ class Execution:
     outcome: str | None
     exit_code: int | None
     ppid: int | None = None
+    emitted: bool | None = None  # the probe wrote its result on stdout; None: a log too old to say
+
 
     @property
     def done(self) -> bool:
@@ -73,6 +75,7 @@ class WitnessLog:
 def read_witness(path: str | os.PathLike) -> WitnessLog:
     records, torn = read_jsonl(path)
     finishes = {(r["probe_token"], r["pid"], r.get("create_time")): r for r in records if r.get("phase") == "finish"}
+    emitted = {(r["probe_token"], r["pid"], r.get("create_time")) for r in records if r.get("phase") == "emitted"}
     executions = []
     for r in records:
         if r.get("phase") != "start":
@@ -82,7 +85,8 @@ def read_witness(path: str | os.PathLike) -> WitnessLog:
             probe_token=r["probe_token"], tool=r.get("tool", ""), effect_class=r.get("effect_class", ""),
             pid=int(r["pid"]), create_time=float(r.get("create_time") or 0.0), started=float(r["time"]),
             finished=float(end["time"]) if end else None, outcome=end.get("outcome") if end else None,
-            exit_code=end.get("exit_code") if end else None, ppid=r.get("ppid")))
+            exit_code=end.get("exit_code") if end else None, ppid=r.get("ppid"),
+            emitted=((r["probe_token"], r["pid"], r.get("create_time")) in emitted) if r.get("emits") else None))
     return WitnessLog(records, executions, torn)
 
 

@@ -30,7 +30,7 @@ def test_standard_tools_declare_their_effect_classes(tmp_path):
         ("probe_unknown", EffectClass.UNKNOWN)]
 
 
-def test_one_execution_leaves_a_start_and_a_finish(tmp_path):
+def test_one_execution_leaves_a_start_a_finish_and_its_emitted_result(tmp_path):
     tool = probe_tool("probe_unknown", "unknown", tmp_path / "w.jsonl", version="7")
     done = _run(tool, {"probe_token": "s.0.1.0", "output": "hello"})
     assert done.returncode == 0
@@ -41,7 +41,8 @@ def test_one_execution_leaves_a_start_and_a_finish(tmp_path):
     assert (execution.probe_token, execution.tool, execution.effect_class) == ("s.0.1.0", "probe_unknown", "unknown")
     assert execution.pid == result["pid"] and execution.done and execution.outcome == "ok"
     assert execution.started <= execution.finished and not execution.alive()
-    assert [r["phase"] for r in log.records] == ["start", "finish"] and log.records[0]["tool_version"] == "7"
+    assert [r["phase"] for r in log.records] == ["start", "finish", "emitted"]
+    assert log.records[0]["tool_version"] == "7" and execution.emitted is True
 
 
 def test_exit_code_and_bad_arguments(tmp_path):
@@ -61,9 +62,9 @@ def test_concurrent_probes_never_interleave(tmp_path):
     for p in procs:
         assert p.wait(timeout=60) == 0
     log = read_witness(tmp_path / "w.jsonl")
-    assert log.torn is None and len(log.records) == 24
+    assert log.torn is None and len(log.records) == 36  # start, finish, emitted each
     assert sorted(e.probe_token for e in log.executions) == sorted(f"c.{i}" for i in range(12))
-    assert all(e.done for e in log.executions) and log.duplicates() == {}
+    assert all(e.done and e.emitted for e in log.executions) and log.duplicates() == {}
 
 
 def test_a_rerun_shows_as_a_duplicate(tmp_path):
