@@ -18,6 +18,9 @@ trusts the runtime's record only as far as that evidence goes:
 - FA-16: a receipt for an attempt sent before a fault, recorded or still shown after it, keeps its original
   attribution: the work item whose script the provider saw sending that attempt.
 
+- USG-01 / FA-04: an attempt in flight when the runtime died still has its one receipt afterwards (its
+  attribution was fixed before dispatch), unknown or no more than the provider reported.
+
 Evidence the run did not produce (no call ran, no fault happened) gives ``unknown``.
 """
 
@@ -208,4 +211,72 @@ def check_receipt_facts(ev: Evidence) -> list[ClauseResult]:
                      "no receipt after a fault for an attempt the provider saw before it")]
 
 
-CROSS_CHECKS = (check_tool_facts, check_receipt_facts)
+def _in_flight(ev: Evidence, fault: Fault) -> list:
+    """Attempts the provider had received and not finished answering when ``fault`` took the runtime down."""
+    out = []
+    for c in calls(ev.ledger):
+        if c.request.get("time", float("inf")) >= fault.time:
+            continue
+        if c.response is None or c.response.get("time", float("inf")) >= fault.time or not c.delivered:
+            out.append(c)
+    return out
+
+
+def check_inflight_attempts(ev: Evidence) -> list[ClauseResult]:
+    """USG-01 an attempt's attribution was fixed before dispatch, so it survives a crash in flight; FA-04 its
+    usage is then counted once or marked unknown, never fabricated, and its work item goes on under the
+    recovery rules (finished, stopped by the user, or not running with a reason; whether that reason is
+    justified is RI-08's business).
+
+    Per provider attempt the ledger shows in flight at a fault (received, not fully answered), the runtime's
+    settled view must hold exactly one receipt that names it (by the X-Request-Id it sent, or the response id
+    it was given), with ``unknown`` usage or no more than the provider reported. An attempt the kit cannot
+    name (no header, no response id delivered) is not judged.
+    """
+    final = ev.history.final_observation()
+    receipts = _section_of(final, "usage_receipts")
+    if receipts is None or final is None or not final.quiescent:
+        return [_result(i, Verdict.UNKNOWN, "usage_receipts not observed in a settled state")
+                for i in ("USG-01", "FA-04")]
+    missing, wrong, stalled = [], [], []
+    judged = 0
+    seen: set[int] = set()
+    owners = _work_of_scripts(ev)
+    items = {w["work_id"]: w for w in final.snapshot.get("work_items") or []}
+    for fault in _restarts(ev):
+        for c in _in_flight(ev, fault):
+            names = [i for i in (c.header_request_id, c.response_id if c.response_id_sent else None) if i]
+            if not names or c.seq in seen:
+                continue
+            seen.add(c.seq)
+            judged += 1
+            mine = [r for r in receipts if r.get("request_id") in names]
+            for work_id in owners.get(c.request.get("script_id"), ()):  # "the work continues under the rules"
+                it = items.get(work_id)
+                if it is not None and it["desired_state"] == "run" and it["status"] != "finished" \
+                        and not it.get("reason_code"):
+                    stalled.append(f"{work_id}, whose attempt {names[0]} was in flight at the {fault.kind}, is "
+                                   f"{it['status']} with no reason after the runtime settled")
+            reported = c.usage_reported or {}
+            if not mine:
+                missing.append(f"attempt {names[0]} was in flight at the {fault.kind} (event {fault.index}) and "
+                               "no receipt names it afterwards: its attribution was not fixed before dispatch")
+            elif len(mine) > 1:
+                wrong.append(f"attempt {names[0]}, in flight at the {fault.kind}, has {len(mine)} receipts")
+            else:
+                r = mine[0]
+                got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
+                most = (reported.get("prompt_tokens") or 0) + (reported.get("completion_tokens") or 0)
+                if r.get("usage") != "unknown" and (not reported or got > most):
+                    wrong.append(f"attempt {names[0]}, in flight at the {fault.kind}: receipt says {r.get('usage')} "
+                                 f"{got} tokens, the provider reported {reported or 'none'} (fabricated)")
+    nothing = "no provider attempt the kit can name was in flight when a process died"
+    return [_verdict("USG-01", missing, judged, nothing),
+            _verdict("FA-04", missing + wrong + stalled, judged, nothing)]
+
+
+def _section_of(o: Observation | None, name: str) -> list[dict[str, Any]] | None:
+    return None if o is None else o.snapshot.get(name)
+
+
+CROSS_CHECKS = (check_tool_facts, check_receipt_facts, check_inflight_attempts)

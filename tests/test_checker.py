@@ -271,7 +271,7 @@ def _headerless(ledger):
 
 def test_without_x_request_id_receipts_match_by_response_id():
     ev = _run(_snapshot(receipts=[_receipt("chatcmpl-1")]), ledger=_headerless(_ledger()))
-    assert {c: v for c, v in _verdicts(ev).items() if c.startswith("USG")} == {
+    assert {c: v for c, v in _verdicts(ev).items() if c in ("USG-03", "USG-05", "USG-10")} == {
         "USG-03": Verdict.VALID, "USG-05": Verdict.VALID, "USG-10": Verdict.VALID}
     dropped = _run(_snapshot(receipts=[]), ledger=_headerless(_ledger()))
     assert _verdicts(dropped)["USG-10"] is Verdict.INVALID

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from recoverykit.conformance.checker import Evidence
-from recoverykit.conformance.checks_crosscheck import check_receipt_facts, check_tool_facts
+from recoverykit.conformance.checks_crosscheck import check_inflight_attempts, check_receipt_facts, check_tool_facts
 from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.witness import Execution, WitnessLog
 from recoverykit.model.catalogue import Verdict
@@ -126,3 +126,45 @@ def test_without_a_fault_receipts_are_not_judged():
 def test_an_attempt_sent_after_the_fault_is_not_late():
     ev = _run({"usage_receipts": []}, {"usage_receipts": [_receipt(work_id="w2")]}, ledger_time=99.0)
     assert _v(check_receipt_facts(ev))["FA-16"] is Verdict.UNKNOWN
+
+
+def _inflight_run(receipts, *, items=None, answered=False) -> Evidence:
+    times = iter(range(1, 10_000))
+    rec = Recorder(clock=lambda: float(next(times)))
+    op = rec.invoke("submit", {"session_id": "s1", "text": "[[rk-script:t1]] hi", "client_msg_id": "c1"})
+    rec.complete(op, "ok", {"work_id": "w1", "input_id": "i1"})
+    fault = rec.fault("tree_kill", pids=[1])
+    rec.observe({"usage_receipts": receipts, "work_items": items if items is not None else [
+        {"work_id": "w1", "desired_state": "done", "status": "finished", "reason_code": None}]}, quiescent=True)
+    ledger = [{"event": "request", "seq": 1, "time": fault.time - 0.5, "request_id": "w1.s0.a1",
+               "request_id_source": "header", "response_id": "chatcmpl-1", "attempt": 1, "script_id": "t1",
+               "step": 0}]
+    if answered:
+        ledger.append({"event": "response", "seq": 1, "time": fault.time - 0.2, "delivered": True,
+                       "response_id_sent": True, "usage_reported": {"prompt_tokens": 5, "completion_tokens": 2}})
+    return Evidence(rec.history, ledger, WitnessLog([], [], None))
+
+
+def test_an_attempt_in_flight_keeps_one_unknown_receipt():
+    got = _v(check_inflight_attempts(_inflight_run([_receipt("unknown")])))
+    assert got == {"USG-01": Verdict.VALID, "FA-04": Verdict.VALID}
+
+
+def test_an_attempt_in_flight_without_a_receipt_breaks_usg01():
+    got = _v(check_inflight_attempts(_inflight_run([])))
+    assert got == {"USG-01": Verdict.INVALID, "FA-04": Verdict.INVALID}
+
+
+def test_usage_invented_for_a_lost_response_breaks_fa04():
+    got = _v(check_inflight_attempts(_inflight_run([_receipt("known")])))
+    assert got == {"USG-01": Verdict.VALID, "FA-04": Verdict.INVALID}
+
+
+def test_an_answered_attempt_is_not_in_flight():
+    got = _v(check_inflight_attempts(_inflight_run([], answered=True)))
+    assert set(got.values()) == {Verdict.UNKNOWN}
+
+
+def test_work_left_running_without_a_reason_breaks_fa04():
+    items = [{"work_id": "w1", "desired_state": "run", "status": "queued", "reason_code": None}]
+    assert _v(check_inflight_attempts(_inflight_run([_receipt("unknown")], items=items)))["FA-04"] is Verdict.INVALID
