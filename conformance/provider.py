@@ -208,7 +208,8 @@ class ScriptedProvider:
         self.ledger.append("request", seq=seq, request_id=request_id, response_id=response_id,
                            request_id_source="header" if header_request_id else "generated", attempt=attempt,
                            usage_style=script.style_of(step) if script and step else None,
-                           script_id=script.id if script else None, step=step_index, stream=bool(body.get("stream")),
+                           script_id=script.id if script else None, step=step_index,
+                           script_steps=len(script.steps) if script else None, stream=bool(body.get("stream")),
                            include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
                            model=body.get("model"), idempotency_key=idempotency_key, **_conversation(body))
         if step is None:

@@ -342,6 +342,18 @@ def _during_recovery(action: str) -> Drive:
     return drive
 
 
+def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
+    """A graceful restart while a tool runs: the answered step is a saved checkpoint, never asked again."""
+    run.start()
+    work_id = submit(run, "gm")
+    run.wait_witness(lambda e: e.tool == "probe_read", timeout_s=SETTLE_S)
+    run.observe()
+    graceful_or_kill(run, "normal_exit")
+    after = run.observe()
+    run.settle(SETTLE_S)
+    return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a graceful restart")]
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -479,6 +491,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("INP-01", "RI-02"), _during_recovery("input"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
                    clauses=("FA-14", "INP-01"))),
+    Scenario("graceful_midwork", "a graceful restart while a tool runs: checkpoints saved, nothing asked twice",
+             _CHAT, (script("gm", tool_step("probe_read", {"sleep_s": 1.0}), text_step(), usage="final"),),
+             ("probe_read",), ("CTL-04", "CTL-03", "RI-02", "INP-01"), drive_graceful_midwork,
+             Chaos(none="a graceful restart is itself a restart kind (normal_exit, graceful_worker_restart), which "
+                        "chaos applies at every point of the chat scenarios")),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

@@ -49,9 +49,9 @@ def test_every_public_entry_point_has_a_scenario():
     assert len(SCENARIOS_BY_ID) == len(SCENARIOS)
     assert {s.profile for s in SCENARIOS} == set(Profile)
     chat = {s.id for s in SCENARIOS if s.profile is Profile.CHAT_CORE}
-    assert chat == {"chat_read_tool", "chat_unknown_write", "chat_long_tool", "multi_session", "pause_restart",
+    assert chat >= {"chat_read_tool", "chat_unknown_write", "chat_long_tool", "multi_session", "pause_restart",
                     "stop_all_restart", "long_downtime", "sessions_together", "pause_then_restart",
-                    "pause_during_recovery", "end_during_recovery", "input_during_recovery"}
+                    "pause_during_recovery", "end_during_recovery", "input_during_recovery", "graceful_midwork"}
 
 
 def test_required_clauses_of_chat_core_are_those_its_scenarios_exercise():
