@@ -333,44 +333,52 @@ _NOT_A_PAUSE = {"worker_kill", "tree_kill", "long_downtime", "host_identity_chan
                 "normal_exit", "graceful_worker_restart", "kill", "crash"}
 
 
-def _desired_around(ev: Evidence, at: int) -> tuple[dict[str, str], dict[str, str], set[str]] | None:
-    """desired_state per item at the last observation before event ``at`` and the first after it, and
-    the items a user stop acknowledged in between (those may change); None without both observations."""
+def _desired_after(ev: Evidence, at: int, until: int | None) -> tuple[dict[str, str], list[tuple[dict, set]]] | None:
+    """desired_state per item at the last observation before event ``at``, and every observation after it
+    (up to event ``until``), each with the items a user stop acknowledged since ``at`` (those may change);
+    None without an observation on both sides. Every later observation counts, not only the first: a
+    runtime that parks work a moment after it restarts has still taken the restart as a Pause."""
     before = next((o for o in reversed(ev.snapshots()) if o.index < at), None)
-    after = next((o for o in ev.snapshots() if o.index > at), None)
-    if before is None or after is None:
+    later = [o for o in ev.snapshots() if o.index > at and (until is None or o.index < until)]
+    if before is None or not later:
         return None
-    stopped: set[str] = set()
-    for invoke in ev.history.ops:
-        if invoke.type == "invoke" and invoke.f in _USER_STOPS and before.index < invoke.index < after.index:
-            stopped |= {invoke.value.get("work_id")} if invoke.f != "stop_all" else {"*"}
-    states = [{w["work_id"]: w["desired_state"] for w in o.snapshot.get("work_items") or []} for o in (before, after)]
-    return states[0], states[1], stopped
+    stops = [(invoke.index, {invoke.value.get("work_id")} if invoke.f != "stop_all" else {"*"})
+             for invoke in ev.history.ops if invoke.type == "invoke" and invoke.f in _USER_STOPS]
+    after = []
+    for o in later:
+        stopped = set().union(*[ids for index, ids in stops if before.index < index < o.index])
+        after.append(({w["work_id"]: w["desired_state"] for w in o.snapshot.get("work_items") or []}, stopped))
+    return {w["work_id"]: w["desired_state"] for w in before.snapshot.get("work_items") or []}, after
 
 
 def check_not_a_pause(ev: Evidence) -> list[ClauseResult]:
-    """CTL-01 a frontend reload changes no intent; CTL-03 a crash, exit or restart is never a user Pause."""
+    """CTL-01 a frontend reload changes no intent; CTL-03 a crash, exit or restart is never a user Pause.
+
+    From the last observation before the event, every observation after it (up to the next such event) is
+    compared; only a user stop acknowledged in between may change an item's desired_state away from run."""
     out = []
     reloads = [done.index for invoke, done in ev.history.completions()
                if invoke.f == "reload" and done is not None and done.type == "ok"]
     faults = [f.index for f in ev.history.faults if f.kind in _NOT_A_PAUSE]
+    events = sorted(reloads + faults)
     for clause_id, moments in (("CTL-01", reloads), ("CTL-03", faults)):
         judged, problems = 0, []
         for at in moments:
-            around = _desired_around(ev, at)
+            around = _desired_after(ev, at, next((e for e in events if e > at), None))
             if around is None:
                 continue
             judged += 1
-            before, after, stopped = around
-            for work_id, was in before.items():
-                now = after.get(work_id)
-                if now is None or "*" in stopped or work_id in stopped or was != "run":
-                    continue
-                if now not in ("run", "done"):  # finishing meanwhile is progress; anything else is a stop
-                    problems.append(f"{work_id} went from desired_state {was} to {now} across event {at} "
-                                    "with no user stop in between")
+            before, after = around
+            for states, stopped in after:
+                for work_id, was in before.items():
+                    now = states.get(work_id)
+                    if now is None or "*" in stopped or work_id in stopped or was != "run":
+                        continue
+                    if now not in ("run", "done"):  # finishing meanwhile is progress; anything else is a stop
+                        problems.append(f"{work_id} went from desired_state {was} to {now} after event {at} "
+                                        "with no user stop in between")
         if problems:
-            out.append(_result(clause_id, Verdict.INVALID, problems[0], problems))
+            out.append(_result(clause_id, Verdict.INVALID, problems[0], sorted(set(problems))))
         elif judged:
             out.append(_result(clause_id, Verdict.VALID, f"{judged} observed"))
         else:
@@ -429,7 +437,10 @@ def check(ev: Evidence) -> list[ClauseResult]:
     """Every history clause, judged on one run's evidence."""
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
-    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS) for result in fn(ev)]
+    from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
+    from recoverykit.conformance.checks_reasons import REASON_CHECKS
+    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS)
+            for result in fn(ev)]
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:
