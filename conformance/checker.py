@@ -323,6 +323,9 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
     keyed = [t for t in turns or [] if t.get("continuation_key") is not None]
     if not keyed:
         return [_result("REC-06", Verdict.UNKNOWN, "no turns with a continuation key observed")]
+    if not [f for f in ev.history.faults if f.kind != "clock_jump"]:
+        # REC-06 is about recovery consuming its intent: a run that never restarted cannot show the window
+        return [_result("REC-06", Verdict.UNKNOWN, "the run never restarted, so no recovery admitted a continuation")]
     dup = [f"continuation key {k!r} admitted {n} times" for k, n in
            Counter(t["continuation_key"] for t in keyed).items() if n > 1]
     return [_result("REC-06", Verdict.INVALID if dup else Verdict.VALID, dup[0] if dup else "", dup)]
@@ -438,8 +441,10 @@ def check(ev: Evidence) -> list[ClauseResult]:
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
+    from recoverykit.conformance.checks_owners import OWNER_CHECKS
     from recoverykit.conformance.checks_reasons import REASON_CHECKS
-    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS)
+    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS,
+                                                *OWNER_CHECKS)
             for result in fn(ev)]
 
 

@@ -22,6 +22,8 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
+from recoverykit.conformance.peer import sender_of
+
 if TYPE_CHECKING:
     from recoverykit.conformance.provider import Planned, ScriptedProvider
 
@@ -181,8 +183,10 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._reject(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
             return
+        if not hasattr(self, "_sender"):  # once per connection: keep-alive requests share their sender
+            self._sender = sender_of(self.client_address, self.server.server_address)
         plan, why, seq, request_id = self.provider.admit(
-            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"))
+            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), sender=self._sender)
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,
