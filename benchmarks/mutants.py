@@ -38,6 +38,24 @@ def _row(o: kill.Outcome) -> str:
             f"{'yes' if o.ran else 'NO':4} {o.stage}")
 
 
+PROOFS = Path(__file__).resolve().parent.parent / "conformance" / "proofs.json"
+
+
+def proofs_of(pairs) -> dict:
+    """The proofs document from (clause, mutant name) pairs of kills."""
+    clauses: dict[str, list[str]] = {}
+    for clause, name in pairs:
+        clauses.setdefault(clause, []).append(name)
+    return {"about": "clause -> mutants of the reference runtime whose kill names it (tests/mutants/; written "
+                     "by benchmarks/mutants.py --write-proofs, checked by tests/test_mutants.py)",
+            "clauses": {c: sorted(n) for c, n in sorted(clauses.items())}}
+
+
+def write_proofs(outcomes) -> None:
+    doc = proofs_of((o.clause, o.name) for o in outcomes if o.kills_clause and o.ran)
+    PROOFS.write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bounded", action="store_true", help="only each mutant's own case (what CI runs)")
@@ -48,6 +66,8 @@ def main() -> int:
                         help="scenarios chaos runs for a mutant certify passes ('' skips chaos)")
     parser.add_argument("--json", action="store_true", help="print the matrix as JSON on stdout")
     parser.add_argument("--keep", default=None, help="materialize mutants and keep results here")
+    parser.add_argument("--write-proofs", action="store_true",
+                        help="write conformance/proofs.json from the killed mutants (CI checks it stays true)")
     ns = parser.parse_args()
     mutants = mutate.load()
     if ns.only:
@@ -80,6 +100,11 @@ def main() -> int:
              if detect else ""), file=log)
     if survivors:
         print(f"survivors: {', '.join(survivors)}", file=log)
+    if ns.write_proofs:
+        if ns.only:
+            parser.error("--write-proofs needs the whole library (drop --only)")
+        write_proofs(outcomes)
+        print(f"wrote {PROOFS} ({len(proven)} clauses)", file=log)
     if ns.json:
         from recoverykit import __version__
         print(json.dumps({"kit_version": __version__, "seconds": round(wall, 1),

@@ -25,7 +25,16 @@ from typing import Any
 
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.bundle import write_bundle
-from recoverykit.conformance.checker import COMPLETION, PROTOCOL, PSEUDO_CLAUSES, ClauseResult, check, pseudo_result
+from recoverykit.conformance.checker import (
+    COMPLETION,
+    KIT,
+    PROTOCOL,
+    PSEUDO_CLAUSES,
+    SELF_REPORTED,
+    ClauseResult,
+    check,
+    pseudo_result,
+)
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
@@ -34,6 +43,7 @@ from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import hypothesis_home, run_lockstep
 from recoverykit.conformance.out_dir import claim
 from recoverykit.conformance.private_files import private_dir, privatize, write_private
+from recoverykit.conformance.proofs import proof_of, proven
 from recoverykit.conformance.scenarios import Scenario, all_scenarios, required_clauses
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.contract import CLAUSES
@@ -59,6 +69,7 @@ class Options:
     only: tuple[str, ...] = ()  # scenario ids and/or "lockstep"; empty: everything
     broker_factory: BrokerFactory | None = FailpointBroker  # None: no broker (no failpoint can pause)
     progress: Progress | None = None
+    strict_evidence: bool = False  # a required clause only the runtime's own word holds valid is unknown
 
 
 @dataclass
@@ -95,6 +106,8 @@ class Certification:
     verdict: Verdict = Verdict.UNKNOWN
     seconds: float = 0.0
     interrupted: int | None = None  # the signal that stopped the run early (results then say incomplete)
+    bases: dict[str, str] = field(default_factory=dict)  # clause -> kit / self-reported (judged clauses only)
+    strict_evidence: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -111,8 +124,11 @@ class Certification:
         return {"verdict": self.verdict.value, "exit_code": self.exit_code, "kit_version": __version__,
                 "adapter": {"command": self.adapter, **self.adapter_info, "profiles": sorted(self.declared)},
                 "seed": self.seed, "profiles": list(self.profiles), "required": sorted(self.required),
-                "clauses": {c: {"verdict": v.value, "required": c in self.required}
+                "clauses": {c: {"verdict": v.value, "required": c in self.required,
+                                **({"evidence": self.bases[c], "proof": proof_of(c),
+                                    "proven_by": list(proven().get(c, ()))} if c in self.bases else {})}
                             for c, v in sorted(self.clauses.items())},
+                "strict_evidence": self.strict_evidence,
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
                 "replay": self.replay_command(),
                 **({"incomplete": True, "interrupted_by": signal.Signals(self.interrupted).name}
@@ -140,7 +156,7 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     required = frozenset().union(*(required_clauses(p) for p in options.profiles))
-    cert = Certification(adapter, out, seed, options.profiles, required)
+    cert = Certification(adapter, out, seed, options.profiles, required, strict_evidence=options.strict_evidence)
     chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
     lockstep = (not options.only or "lockstep" in options.only)
     finished: list[Case] = []  # every case as it ends: what an interrupted run still reports
@@ -180,6 +196,11 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
 def _write(cert: Certification, started: float) -> Path:
     """Judge the cases so far, bundle the failing ones, write results.json and junit.xml."""
     cert.clauses = judge(cert)
+    cert.bases = bases(cert)
+    if cert.strict_evidence:  # only the runtime's word holds it: missing evidence of the kit's own is unknown
+        for c in cert.required:
+            if cert.clauses.get(c) is Verdict.VALID and cert.bases.get(c) != KIT:
+                cert.clauses[c] = Verdict.UNKNOWN
     cert.verdict = verdict_of(cert.clauses, cert.required)
     if cert.interrupted is not None and cert.verdict is Verdict.VALID:
         cert.verdict = Verdict.UNKNOWN  # an interrupted run is never a pass
@@ -315,6 +336,17 @@ def judge(cert: Certification) -> dict[str, Verdict]:
         if c.id not in out:
             declared = not cert.declared or c.profile.value in cert.declared
             out[c.id] = Verdict.UNKNOWN if declared else Verdict.NOT_APPLICABLE
+    return out
+
+
+def bases(cert: Certification) -> dict[str, str]:
+    """Per judged clause: ``kit`` when some valid or invalid result of it rests on the kit's own evidence,
+    else ``self-reported`` (it rests on the runtime's observe only)."""
+    out: dict[str, str] = {}
+    for case in cert.cases:
+        for r in case.results:
+            if r.verdict in (Verdict.VALID, Verdict.INVALID) and r.clause_id not in PSEUDO_CLAUSES:
+                out[r.clause_id] = KIT if KIT in (r.basis, out.get(r.clause_id)) else SELF_REPORTED
     return out
 
 

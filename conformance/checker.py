@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from recoverykit.conformance.history import History, Observation
@@ -26,16 +26,27 @@ from recoverykit.model.contract import clause
 _STOPPED = {"paused", "cancelled", "done"}
 
 
+KIT = "kit"  # the verdict rests on evidence the kit owns: its provider's ledger, its probes' witness log ...
+SELF_REPORTED = "self-reported"  # ... or on what the runtime says about itself in observe
+
+
 @dataclass(frozen=True)
 class ClauseResult:
     clause_id: str
     verdict: Verdict
     text: str
     evidence: tuple[str, ...] = ()
+    basis: str = SELF_REPORTED  # KIT or SELF_REPORTED: which evidence the verdict rests on
 
     def as_dict(self) -> dict[str, Any]:
         return {"clause": self.clause_id, "verdict": self.verdict.value, "text": self.text,
-                "evidence": list(self.evidence)}
+                "evidence": list(self.evidence), "basis": self.basis}
+
+
+def kit_evidence(fn: Callable[[Evidence], list[ClauseResult]]) -> Callable[[Evidence], list[ClauseResult]]:
+    """Mark a check whose verdicts rest on evidence the kit owns (``check`` labels its results ``kit``)."""
+    fn.evidence = KIT  # type: ignore[attr-defined]
+    return fn
 
 
 @dataclass
@@ -431,21 +442,25 @@ def check_complete(history: History) -> list[ClauseResult]:
 
 
 CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
-    check_inputs, check_unknown_effects, check_usage, check_generations, check_stops, check_settled,
-    check_continuations, check_not_a_pause, check_protocol,
+    check_inputs, kit_evidence(check_unknown_effects), kit_evidence(check_usage), check_generations, check_stops,
+    check_settled, check_continuations, check_not_a_pause, check_protocol,
 )
 
 
 def check(ev: Evidence) -> list[ClauseResult]:
-    """Every history clause, judged on one run's evidence."""
+    """Every history clause, judged on one run's evidence; each result labelled with its evidence basis."""
+    return [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
+            for fn in all_checks() for result in fn(ev)]
+
+
+def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
+    """Every history check, in the order ``check`` runs them (the judging registry reads this too)."""
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
     from recoverykit.conformance.checks_reasons import REASON_CHECKS
-    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS,
-                                                *OWNER_CHECKS)
-            for result in fn(ev)]
+    return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

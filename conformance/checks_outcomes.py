@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _logical_call, _result
+from recoverykit.conformance.checker import ClauseResult, Evidence, _logical_call, _result, kit_evidence
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
 
@@ -61,4 +61,4 @@ def check_no_fabricated_success(ev: Evidence) -> list[ClauseResult]:
                     "(the fabricated-success part of REC-10; lost stream fragments and receipts are judged apart)")]
 
 
-OUTCOME_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (check_no_fabricated_success,)
+OUTCOME_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_no_fabricated_success),)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
 
@@ -58,4 +58,4 @@ def check_one_sender(ev: Evidence) -> list[ClauseResult]:
                     "never two at once for one work item (the provider's record of who called it)")]
 
 
-OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (check_one_sender,)
+OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _stops
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _stops, kit_evidence
 from recoverykit.conformance.history import Observation
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import NEEDS_PERSON, SAFE_FOR_RECOVERY, Verdict
@@ -129,4 +129,4 @@ def _items(o: Observation) -> list[dict[str, Any]]:
     return o.snapshot.get("work_items") or []
 
 
-REASON_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (check_parked_reasons,)
+REASON_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_parked_reasons),)

@@ -7,6 +7,7 @@ changed statement must have run (else the mutant is dead code and its "kill" pro
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -39,3 +40,15 @@ def test_the_mutant_is_killed_naming_its_clause(m, tmp_path):
     assert outcome.kills_clause, (
         f"{m.name} survived {m.case}: verdict {stage.verdict}, invalid clauses {stage.invalid}, expected "
         f"{m.clause} invalid. {stage.message}\nreplay: {' '.join(stage.argv)}")
+
+
+def test_the_shipped_proofs_name_exactly_the_library_s_mutants():
+    """conformance/proofs.json is what certify and coverage call proven; each entry is a mutant the tests above
+    kill naming that clause, so a mutant dropped, renamed or retargeted must be re-proven and re-written
+    (python benchmarks/mutants.py --bounded --write-proofs)."""
+    from recoverykit.conformance.proofs import PROOFS
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import mutants as matrix
+
+    expected = matrix.proofs_of((m.clause, m.name) for m in MUTANTS if m.name not in KNOWN_SURVIVORS)
+    assert json.loads(PROOFS.read_text())["clauses"] == expected["clauses"]
