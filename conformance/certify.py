@@ -195,6 +195,7 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
 
 def _write(cert: Certification, started: float) -> Path:
     """Judge the cases so far, bundle the failing ones, write results.json and junit.xml."""
+    cert.required = cert.required - waived(cert)  # what only capability-gated scenarios need is not required here
     cert.clauses = judge(cert)
     cert.bases = bases(cert)
     if cert.strict_evidence:  # only the runtime's word holds it: missing evidence of the kit's own is unknown
@@ -234,8 +235,12 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
             cert.declared = run.profiles
             cert.adapter_info = {"name": run.init_ok.name, "version": run.init_ok.version,
                                  "protocol_version": run.init_ok.protocol_version}
+            missing = scenario.missing_capability(run) if scenario.applies(run.profiles) else None
             if not scenario.applies(run.profiles):
                 case.message = f"profile {scenario.profile.value} not declared by the adapter"
+                case.run_dirs.clear()
+            elif missing is not None:
+                case.message = f"{CAPABILITY}{missing}"
                 case.run_dirs.clear()
             else:
                 failure = None
@@ -272,8 +277,19 @@ def ended(results: list[ClauseResult], exc: BaseException) -> None:
         results.append(result)
 
 
+CAPABILITY = "capability not declared: "  # a case's message when the adapter lacks what the scenario needs
+
+
+def waived(cert: Certification) -> frozenset[str]:
+    """Required clauses only scenarios needing an undeclared capability exercise: not applicable to this
+    adapter (as an undeclared profile's are), so they neither pass nor hold the verdict at unknown."""
+    skipped = {c for case in cert.cases if case.message.startswith(CAPABILITY) for c in case.clauses}
+    ran = {c for case in cert.cases if case.verdict is not Verdict.NOT_APPLICABLE for c in case.clauses}
+    return frozenset(skipped - ran)
+
+
 def _case_verdict(case: Case) -> Verdict:
-    if case.message.startswith("profile "):
+    if case.message.startswith(("profile ", CAPABILITY)):
         return Verdict.NOT_APPLICABLE
     verdicts = {r.clause_id: r.verdict for r in case.results if r.clause_id in case.clauses or
                 r.verdict is Verdict.INVALID}

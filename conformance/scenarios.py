@@ -24,10 +24,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from recoverykit.conformance import storage_fault
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
 from recoverykit.conformance.provider_script import script_tag
-from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RECOVERY_POINTS, Profile, RestartKind, Verdict
+from recoverykit.model.catalogue import (
+    OLD_HIDDEN_EXPIRY_S,
+    RECOVERY_POINTS,
+    Profile,
+    RestartKind,
+    StorageFault,
+    Verdict,
+)
 from recoverykit.model.errors import InvalidArgument
 
 Drive = Callable[[Run], list[ClauseResult]]
@@ -78,6 +86,9 @@ class Scenario:
     clauses: tuple[str, ...]
     drive: Drive = field(repr=False, compare=False)
     chaos: Chaos = field(default_factory=Chaos)
+    # why the adapter cannot run it though it declared the profile (a capability it did not declare), else None;
+    # such a scenario is not applicable, and its clauses are not required of that adapter
+    unsupported: Callable[[Run], str | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -124,6 +135,9 @@ class Scenario:
 
     def applies(self, profiles: set[str]) -> bool:
         return self.profile.value in profiles
+
+    def missing_capability(self, run: Run) -> str | None:
+        return self.unsupported(run) if self.unsupported is not None else None
 
 
 def _chaos_script(original: dict, point: str | None, hit: int) -> dict:
@@ -547,6 +561,60 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
              (script("rty", text_step(), usage="final"),), (), ("RTY-05", "RTY-04"), drive_retry,
              Chaos(kinds=(_K.TREE_KILL,))),
+)
+
+
+# --- storage faults (kit-owned: conformance.storage_fault; judged by conformance.checks_storage) ------------
+
+STORAGE_DWELL_S = 1.0  # how long the runtime runs on the faulted store at most (it ends early on a model request)
+
+
+def _storage_fault(fault: StorageFault) -> Drive:
+    """Work in flight, a kill, then the kit faults the store during the downtime; the runtime starts on it and
+    is observed; the kit restores the store, takes `retry` (a second start), and the held work must go on."""
+    script_id = {StorageFault.UNREADABLE: "su", StorageFault.NEWER_SCHEMA: "sn"}[fault]
+
+    def drive(run: Run) -> list[ClauseResult]:
+        run.start()
+        work_id = submit(run, script_id)
+        run.wait_held(SETTLE_S, script_id=script_id)
+        run.observe()  # before the fault: its lease and generation
+        run.kill("tree_kill")
+        run.provider.release(cut=True)
+        applied = storage_fault.apply(run, fault, script=script_id, work_id=work_id)
+        run.start()  # on the faulted store: it must come up, say so and write nothing
+        run.settle(SETTLE_S)
+        seen = len(run.provider.records())
+        deadline = time.monotonic() + STORAGE_DWELL_S
+        while time.monotonic() < deadline and not any(
+                r.get("event") == "request" for r in run.provider.records()[seen:]):
+            time.sleep(0.05)  # a runtime acting on facts it cannot read shows itself in the ledger
+        run.observe()
+        storage_fault.restore(run, applied)
+        run.start()  # the `retry` action
+        run.settle(SETTLE_S)
+        return []
+
+    drive.__name__ = f"drive_storage_{fault.value}"
+    return drive
+
+
+def _needs_storage(fault: StorageFault) -> Callable[[Run], str | None]:
+    return lambda run: storage_fault.supports(run, fault)
+
+
+_STORAGE_CLAUSES = ("REC-01", "RES-05", "OWN-04", "INP-01")
+_NO_STORAGE_CHAOS = Chaos(none="the kit faults the store itself during downtime, after a kill; chaos's points and "
+                               "kinds add nothing a storage fault needs")
+SCENARIOS += (
+    Scenario("storage_unreadable", "the store is unreadable after a kill: the runtime starts, says so, writes "
+             "nothing, clears nothing, and goes on once it is restored and retried", _CHAT,
+             (script("su", text_step(faults=HOLD_FIRST), usage="final"),), (), _STORAGE_CLAUSES,
+             _storage_fault(StorageFault.UNREADABLE), _NO_STORAGE_CHAOS, _needs_storage(StorageFault.UNREADABLE)),
+    Scenario("migration_newer_schema", "the store is at a newer schema after a kill (a newer runtime migrated "
+             "it): the runtime refuses to migrate or write, says so, and goes on once it is back and retried", _CHAT,
+             (script("sn", text_step(faults=HOLD_FIRST), usage="final"),), (), _STORAGE_CLAUSES,
+             _storage_fault(StorageFault.NEWER_SCHEMA), _NO_STORAGE_CHAOS, _needs_storage(StorageFault.NEWER_SCHEMA)),
 )
 SCENARIOS_BY_ID: dict[str, Scenario] = {s.id: s for s in SCENARIOS}
 

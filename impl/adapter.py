@@ -25,7 +25,7 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.0"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.1"
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
 NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set", "retry")
@@ -116,7 +116,8 @@ class Adapter:
         self.cfg = cfg
         self.runtime = Runtime(cfg)
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
-                "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES}
+                "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
+                "storage": observe.STORAGE_DECL}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)
