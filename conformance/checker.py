@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 from typing import Any
 
 from recoverykit.conformance.history import History, Observation
@@ -143,6 +144,21 @@ def _tokens(usage: dict[str, Any] | None) -> tuple[int, int] | None:
     return usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
 
 
+MAX_TOTAL_PARTS = 12  # receipts of one work item searched for a set a total adds up (2**12 subsets at most)
+
+
+def _adds_up(total: tuple[int, int], parts: list[tuple[str, tuple[int, int]]]) -> list[str] | None:
+    """The ids of receipts whose tokens add up to ``total`` (a parent total counted beside them), or None."""
+    if not sum(total):
+        return None
+    parts = parts[:MAX_TOTAL_PARTS]
+    for size in range(1, len(parts) + 1):
+        for chosen in combinations(parts, size):
+            if (sum(t[0] for _, t in chosen), sum(t[1] for _, t in chosen)) == total:
+                return [rid for rid, _ in chosen]
+    return None
+
+
 def check_usage(ev: Evidence) -> list[ClauseResult]:
     """USG-03 counted once, USG-05 watermark not sum, USG-10 unknown stays unknown (never fabricated).
 
@@ -150,6 +166,9 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
     response ``id`` (``chatcmpl-...``) the provider returned for that attempt (what an OpenAI client keeps).
     USG-05 is judged only on attempts that reported usage in more than one chunk (style ``cumulative``):
     with one usage object, summing and a watermark agree, so such a run cannot tell them apart.
+    A receipt with usage that names no attempt the provider received is fabricated (USG-10), unless its tokens
+    add up receipts of the same work item that do name attempts: then it is a parent total counted beside its
+    child details (USG-03, the seed's own example of counting twice).
     """
     final = ev.history.final_observation()
     receipts = _section(final, "usage_receipts")
@@ -167,6 +186,11 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
         rec_by_id[r["request_id"]].append(r)
     once, watermark, unknown, unattributed = [], [], [], []
     cumulative_judged = 0
+    details: dict[Any, list[tuple[str, tuple[int, int]]]] = defaultdict(list)  # work_id -> receipts naming attempts
+    for r in receipts:
+        if r["request_id"] in by_id and r["usage"] in ("known", "partial"):
+            details[r.get("work_id")].append(
+                (r["request_id"], (r.get("prompt_tokens") or 0, r.get("completion_tokens") or 0)))
     for rid, recs in rec_by_id.items():
         billed = [c for c in by_id.get(rid, [])]
         if len(recs) > max(1, len(billed)):
@@ -176,7 +200,15 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
                    and (r.get("prompt_tokens") or r.get("completion_tokens"))]  # a zero lower bound claims nothing
         if (known or partial) and not billed:
             if all_header:
-                unknown.append(f"request {rid}: a receipt with usage but the provider never received it (fabricated)")
+                for r in [*known, *partial]:
+                    got = (r.get("prompt_tokens") or 0, r.get("completion_tokens") or 0)
+                    parts = _adds_up(got, details[r.get("work_id")])
+                    if parts:
+                        once.append(f"receipt {rid} ({r.get('work_id')}) names no provider attempt and its usage "
+                                    f"{got} adds up receipts {parts}: a total counted beside its details")
+                    else:
+                        unknown.append(f"request {rid}: a receipt with usage but the provider never received it "
+                                       "(fabricated)")
             else:  # no X-Request-Id: the id may be the runtime's own, which the kit cannot match
                 unattributed.append(rid)
             continue

@@ -105,6 +105,20 @@ def test_a_receipt_counted_twice_is_invalid():
     assert _verdicts(ev)["USG-03"] is Verdict.INVALID
 
 
+def test_a_parent_total_beside_its_child_receipts_is_counted_twice():
+    """The seed's example of counting twice: a total receipt that names no attempt beside the receipts it sums."""
+    ledger = _ledger("r1") + _ledger("r2", seq=2, time=2.0)
+    receipts = [_receipt("r1"), _receipt("r2"), {**_receipt("turn-1", tokens=(20, 10)), "receipt_id": "total"}]
+    results = {r.clause_id: r for r in check(_run(_snapshot(receipts=receipts), ledger=ledger))}
+    assert results["USG-03"].verdict is Verdict.INVALID
+    assert "adds up receipts ['r1', 'r2']" in results["USG-03"].text
+    assert results["USG-10"].verdict is Verdict.VALID  # a double count, not a fabrication
+    other = [_receipt("r1"), _receipt("r2"), {**_receipt("turn-1", tokens=(7, 1)), "receipt_id": "total"}]
+    results = {r.clause_id: r for r in check(_run(_snapshot(receipts=other), ledger=ledger))}
+    assert results["USG-03"].verdict is Verdict.VALID
+    assert results["USG-10"].verdict is Verdict.INVALID  # usage no attempt accounts for: fabricated
+
+
 def test_fabricated_usage_for_a_lost_response_is_invalid():
     ev = _run(ledger=_ledger(reported=None, delivered=False))
     assert _verdicts(ev)["USG-10"] is Verdict.INVALID
