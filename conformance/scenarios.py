@@ -195,6 +195,17 @@ def expect_desired(snapshot: dict[str, Any], work_ids: list[str | None], allowed
     return _result(clause_id, Verdict.INVALID if bad else Verdict.VALID, bad[0] if bad else when, bad)
 
 
+def final_answer_times(ledger: list[dict[str, Any]]) -> dict[str, float]:
+    """script id -> when the provider finished delivering that script's final answer (its last step)."""
+    from recoverykit.conformance.provider_ledger import calls
+    out: dict[str, float] = {}
+    for c in calls(ledger):
+        steps = c.request.get("script_steps")
+        if c.delivered and steps is not None and c.request.get("step") == steps - 1:
+            out.setdefault(c.request["script_id"], c.response["time"])
+    return out
+
+
 def restart_kit_side(run: Run, kind: str = "tree_kill", **env: Any) -> None:
     """A kill the kit does itself (psutil), then start: the runtime recovers from committed records."""
     run.kill(kind)
@@ -279,6 +290,7 @@ def drive_stop_all_restart(run: Run) -> list[ClauseResult]:
     run.wait_held(SETTLE_S, script_id="sa1")
     before = run.observe()
     out = run.op("stop_all")
+    acked = time.time()
     stopped = list(out.reply.stopped) if out.ok else [None]
     # What stop all must stop is what the kit submitted and saw unfinished, not what the reply lists: a
     # runtime that stops nothing and says so would otherwise hold CTL-02 vacuously.
@@ -290,11 +302,17 @@ def drive_stop_all_restart(run: Run) -> list[ClauseResult]:
     elif not meant:
         results = [_result("CTL-02", Verdict.UNKNOWN, "every item had finished before stop all")]
     else:
-        results = [expect_desired(settled, meant, {"paused"}, "CTL-02",
-                                  f"after stop all and a restart ({len(meant)} unfinished item(s) it had to stop)")]
-        unlisted = sorted(set(meant) - set(stopped))
-        if unlisted and results[0].verdict is Verdict.VALID:
-            results = [_result("CTL-02", Verdict.INVALID, f"stop all did not report stopping {unlisted}", unlisted)]
+        listed = [w for w in meant if w in stopped]
+        results = [expect_desired(settled, listed, {"paused"}, "CTL-02",
+                                  f"after stop all and a restart ({len(listed)} item(s) it stopped)")]
+        # An item stop all did not list may only have finished before stop all was acknowledged: the
+        # provider's ledger says when its final answer went out (kit evidence, not the runtime's word).
+        answered = final_answer_times(run.evidence().ledger)
+        script_of = {w: f"sa{i}" for i, w in zip((1, 2), ids, strict=True)}
+        late = [w for w in meant if w not in stopped and not answered.get(script_of[w], float("inf")) <= acked]
+        if late and results[0].verdict is not Verdict.INVALID:
+            results = [_result("CTL-02", Verdict.INVALID, f"stop all neither stopped {late} nor had they finished "
+                                                          "before it was acknowledged", late)]
     for work_id in ids:
         if work_id in stopped:
             run.op("resume", work_id=work_id)
