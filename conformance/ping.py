@@ -100,7 +100,7 @@ def _exchange(client: AdapterClient, run_dir: Path, result: PingResult, provider
     if provider is not None and not _start(client, run_dir, result):
         return
     snapshot = client.observe()
-    counts = {name: len(value) for name, value in snapshot if value is not None}
+    counts = {name: len(value) for name, value in snapshot if isinstance(value, list)}
     result.lines.append("snapshot: " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "(no sections)"))
     client.call("shutdown")
     result.verdict = Verdict.VALID
