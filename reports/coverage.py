@@ -32,12 +32,31 @@ _IDS = {c.id for c in CLAUSES}
 
 
 def _named(fn: Callable[..., Any]) -> set[str]:
-    """Clause ids written in a function's source (the clauses it can return a verdict for)."""
+    """Clause ids written in a function's source, or in the same module's functions and constants it uses
+    (the clauses it can return a verdict for)."""
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        module = inspect.getmodule(fn)
+        tree = ast.parse(inspect.getsource(module))
     except (OSError, TypeError, SyntaxError):
         return set()
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in _IDS}
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    consts = {t.id: n for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    try:
+        start = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return set()
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo: list[ast.AST] = [start]
+    while todo:
+        node = todo.pop()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Constant) and n.value in _IDS:
+                found.add(n.value)
+            elif isinstance(n, ast.Name) and n.id not in seen and (n.id in defs or n.id in consts):
+                seen.add(n.id)
+                todo.append(defs.get(n.id) or consts[n.id])
+    return found
 
 
 def _module_named(module: Any) -> set[str]:
