@@ -89,6 +89,7 @@ class Certification:
     profiles: tuple[str, ...]
     required: frozenset[str]
     declared: set[str] = field(default_factory=set)
+    resources: set[str] | None = None  # init_ok.resources, once a handshake told (None: not known yet)
     adapter_info: dict[str, Any] = field(default_factory=dict)
     cases: list[Case] = field(default_factory=list)
     clauses: dict[str, Verdict] = field(default_factory=dict)
@@ -179,6 +180,8 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
 
 def _write(cert: Certification, started: float) -> Path:
     """Judge the cases so far, bundle the failing ones, write results.json and junit.xml."""
+    if cert.resources is not None:  # a scenario needing a resource the adapter did not declare requires nothing
+        cert.required = frozenset().union(*(required_clauses(p, cert.resources) for p in cert.profiles))
     cert.clauses = judge(cert)
     cert.verdict = verdict_of(cert.clauses, cert.required)
     if cert.interrupted is not None and cert.verdict is Verdict.VALID:
@@ -200,8 +203,8 @@ def _tell(options: Options, name: str, what: str) -> None:
 
 def _scenario_case(cert: Certification, scenario: Scenario, options: Options) -> Case:
     case = Case(scenario.id, "scenario", Verdict.NOT_APPLICABLE, scenario.clauses)
-    if cert.declared and not scenario.applies(cert.declared):
-        case.message = f"profile {scenario.profile.value} not declared by the adapter"
+    if cert.declared and not scenario.applies(cert.declared, cert.resources):
+        case.message = _not_applicable(scenario, cert.declared)
         _tell(options, scenario.id, case.verdict.value)
         return case
     _tell(options, scenario.id, "start")
@@ -210,11 +213,11 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
     case.run_dirs.append(run_dir)
     try:
         with Run(cert.adapter, run_dir, scenario.provider_script(), broker_factory=options.broker_factory) as run:
-            cert.declared = run.profiles
+            cert.declared, cert.resources = run.profiles, run.resources
             cert.adapter_info = {"name": run.init_ok.name, "version": run.init_ok.version,
                                  "protocol_version": run.init_ok.protocol_version}
-            if not scenario.applies(run.profiles):
-                case.message = f"profile {scenario.profile.value} not declared by the adapter"
+            if not scenario.applies(run.profiles, run.resources):
+                case.message = _not_applicable(scenario, run.profiles)
                 case.run_dirs.clear()
             else:
                 failure = None
@@ -239,6 +242,13 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
     return case
 
 
+def _not_applicable(scenario: Scenario, profiles: set[str]) -> str:
+    if scenario.profile.value not in profiles:
+        return f"profile {scenario.profile.value} not declared by the adapter"
+    return (f"resources: the adapter declares none of {', '.join(scenario.needs)} in init_ok.resources "
+            "(protocol 1.1), so none is changed")
+
+
 def ended(results: list[ClauseResult], exc: BaseException) -> None:
     """A case that ended in an exception contributes a verdict to the run, under a pseudo-clause:
     a protocol break is invalid, silence unknown (``protocol``); anything else left its evidence
@@ -252,7 +262,7 @@ def ended(results: list[ClauseResult], exc: BaseException) -> None:
 
 
 def _case_verdict(case: Case) -> Verdict:
-    if case.message.startswith("profile "):
+    if case.message.startswith(("profile ", "resources: ")):
         return Verdict.NOT_APPLICABLE
     verdicts = {r.clause_id: r.verdict for r in case.results if r.clause_id in case.clauses or
                 r.verdict is Verdict.INVALID}

@@ -429,7 +429,8 @@ def check(ev: Evidence) -> list[ClauseResult]:
     """Every history clause, judged on one run's evidence."""
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
-    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS) for result in fn(ev)]
+    from recoverykit.conformance.checks_resources import RESOURCE_CHECKS
+    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *RESOURCE_CHECKS) for result in fn(ev)]
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -28,6 +28,12 @@ CHANGELOG = """\
   (was a decimal string), and no field carries a regular-expression pattern any more (the kit checks
   `protocol_version` itself), so the schema and the parser agree exactly; `recovery_policy` is the
   catalogue's RecoveryPolicy (`automatic` / `disabled`), no longer free text documented as `auto`.
+- **1.1**: resources that can change during downtime (docs/adapter-guide.md, "Resources"), all optional:
+  `init.model` and `init.api_key` (the model and credential every provider request must carry),
+  `submit.working_dir` (the session's working directory), `start.probe_tools` (the tools as they are now,
+  e.g. with a changed `version`) and `init_ok.resources` (which of `model`, `credentials`, `working_dir`,
+  `tool_version` the runtime rechecks after a restart; the kit changes only those). A 1.0 adapter ignores
+  the new keys and declares nothing: its resource clauses stay unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each
