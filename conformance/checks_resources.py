@@ -66,6 +66,15 @@ class Variant:
     def label(self) -> str:
         return f"{self.resource} of {self.work_id or self.script_id}"
 
+    @property
+    def what(self) -> str:
+        """The change, in words: "the model of w-1 was missing"."""
+        work = self.work_id or f"script {self.script_id}"
+        return {"model": f"the model of {work} was missing", "credentials": f"the credential of {work} was revoked",
+                "working_dir": f"the working directory of {work} was missing",
+                "tool_version": f"the tool {work} calls had changed version"}.get(self.resource,
+                                                                                  f"{self.label()} was missing")
+
 
 def variants(ev: Evidence) -> list[Variant]:
     faults = ev.history.faults
@@ -96,7 +105,12 @@ def _script_of(token: str) -> str:
 
 
 def _init_value(ev: Evidence) -> dict[str, Any]:
-    return next((op.value for op in ev.history.ops if op.type == "invoke" and op.f == "init"), {})
+    """What the kit gave in ``init`` (model, key fingerprint) and, under ``declared``, what the adapter declared."""
+    for invoke, done in ev.history.completions():
+        if invoke.f == "init":
+            declared = (done.value.get("resources") if done is not None and done.type == "ok" else None)
+            return {**invoke.value, "declared": declared}
+    return {}
 
 
 def _final_answers(ev: Evidence, script_id: str) -> list[Any]:
@@ -114,16 +128,16 @@ def check_recheck(ev: Evidence) -> list[ClauseResult]:
         judged += 1
         for e in executions:
             if _script_of(e.probe_token) == v.script_id and v.within(e.started):
-                problems.append(f"{v.label()} was missing, yet its tool {e.tool} started (probe {e.probe_token}, "
+                problems.append(f"{v.what}, yet its tool {e.tool} started (probe {e.probe_token}, "
                                 f"pid {e.pid}, cwd {e.cwd}): the work went on without rechecking")
         for c in _final_answers(ev, v.script_id):
             if v.within(c.response["time"]):
-                problems.append(f"{v.label()} was missing, yet the provider delivered its final answer "
+                problems.append(f"{v.what}, yet the provider delivered its final answer "
                                 f"({c.request.get('request_id')}, model {c.request.get('model')!r})")
         for o in _window(ev, v):
             item = _item(o, v.work_id)
             if item is not None and item["status"] == "finished":
-                problems.append(f"{v.label()} was missing, yet {v.work_id} was observed finished "
+                problems.append(f"{v.what}, yet {v.work_id} was observed finished "
                                 f"(observation {o.index})")
                 break
     return [_verdict("RES-01", problems, judged, "no resource was taken away during downtime")]
@@ -135,8 +149,8 @@ def check_precise_no_switch(ev: Evidence) -> list[ClauseResult]:
     if not found:
         return [_verdict("RES-02", [], 0, "no resource was taken away during downtime")]
     problems, judged = [], 0
-    kinds = {v.resource for v in found}
     init = _init_value(ev)
+    kinds = set(init["declared"]) if init.get("declared") is not None else {v.resource for v in found}
     ledger = [c for c in calls(ev.ledger) if c.request.get("script_id")]
     if "model" in kinds and init.get("model"):
         judged += 1
@@ -165,11 +179,11 @@ def check_precise_no_switch(ev: Evidence) -> list[ClauseResult]:
                  or _item(o, v.work_id)["status"] != "waiting"]
         if wrong:
             o, item = wrong[0]
-            problems.append(f"{v.label()} was missing and {v.work_id} was {item['status']} with reason "
+            problems.append(f"{v.what} and {v.work_id} was {item['status']} with reason "
                             f"{item['reason_code']!r} (observation {o.index}); the precise reason is "
                             f"waiting / {v.reason!r}")
-        elif not shown:
-            problems.append(f"{v.label()} was missing and {v.work_id} was never observed waiting with "
+        elif not shown and any(_item(o, v.work_id) is not None for o in window):  # gone altogether: RES-04
+            problems.append(f"{v.what} and {v.work_id} was never observed waiting with "
                             f"{v.reason!r} ({len(window)} observations in between)")
     return [_verdict("RES-02", problems, judged, "no resource was taken away during downtime")]
 
@@ -198,19 +212,21 @@ def check_record_kept(ev: Evidence) -> list[ClauseResult]:
         for o in window:
             item = _item(o, v.work_id)
             if item is None:
-                problems.append(f"{v.label()} was missing and {v.work_id} is gone from work_items (observation "
+                problems.append(f"{v.what} and {v.work_id} is gone from work_items (observation "
                                 f"{o.index}): a persistent fault deleted the task")
                 break
-            if item["desired_state"] != "run" or item["status"] in ("failed", "cancelled"):
-                problems.append(f"{v.label()} was missing and {v.work_id} became {item['status']} / desired_state "
+            if item["desired_state"] in ("paused", "cancelled") or item["status"] in ("failed", "cancelled"):
+                problems.append(f"{v.what} and {v.work_id} became {item['status']} / desired_state "
                                 f"{item['desired_state']} (observation {o.index}): the pending-recovery record "
                                 "was given up")
                 break
         events = [("a restart", s.index) for s in starts if v.within(s.time)]
         for invoke, done in ev.history.completions():
             if invoke.f == "resume" and invoke.value.get("work_id") == v.work_id and v.within(invoke.time):
-                if done is not None and done.type == "fail":
-                    problems.append(f"{v.label()} was missing and the offered Retry (resume, op {invoke.index}) was "
+                went_on = any((_item(o, v.work_id) or {}).get("status") == "finished" for o in window
+                              if o.index < invoke.index)  # a finished item refuses Resume rightly (RES-01 said why)
+                if done is not None and done.type == "fail" and not went_on:
+                    problems.append(f"{v.what} and the offered Retry (resume, op {invoke.index}) was "
                                     f"refused: {done.value.get('code')}")
                 events.append(("a Retry", invoke.index))
         for what, at in events:
@@ -219,8 +235,10 @@ def check_record_kept(ev: Evidence) -> list[ClauseResult]:
                 continue
             judged += 1
             item = _item(settled, v.work_id)
-            if item is not None and (item["status"] != "waiting" or not item.get("reason_code")):
-                problems.append(f"{v.label()} was still missing after {what} (op {at}), and {v.work_id} was "
+            if item is None or item["status"] == "finished":
+                continue  # gone (said above), or it went on without the resource (RES-01)
+            if item["status"] != "waiting" or not item.get("reason_code"):
+                problems.append(f"{v.what}, still so after {what} (op {at}), and {v.work_id} was "
                                 f"{item['status']} (reason {item.get('reason_code')!r}) at observation "
                                 f"{settled.index}, not waiting on its pending-recovery record")
     return [_verdict("RES-04", problems, judged, "no restart or Retry while a resource was missing was followed "
@@ -236,6 +254,8 @@ def check_continues(ev: Evidence) -> list[ClauseResult]:
                    and op.value.get("work_id") == v.work_id and op.index > v.end_index]
         if v.end == float("inf") or not resumed or final is None or not final.quiescent:
             continue
+        if any((_item(o, v.work_id) or {}).get("status") == "finished" for o in _window(ev, v)):
+            continue  # never held: it went on without the resource (RES-01)
         judged += 1
         answers = [c for c in _final_answers(ev, v.script_id) if c.request["time"] > v.end]
         item = _item(final, v.work_id)

@@ -154,7 +154,8 @@ class Run:
             except (ProtocolError, OperationFailed) as exc:
                 self._failed(invoke, exc)
                 raise
-            self.recorder.complete(invoke, "ok", {"name": self.init_ok.name, "version": self.init_ok.version})
+            self.recorder.complete(invoke, "ok", {"name": self.init_ok.name, "version": self.init_ok.version,
+                                                  "resources": sorted(self.resources)})
         except BaseException:
             self.close()
             raise

@@ -1,0 +1,183 @@
+"""Resource checks (RES-01, RES-02, RES-04, RES-06) on built evidence: an honest run passes, each broken one fails.
+
+The honest run: two sessions; during downtime the kit takes the model of ``rm`` and the working directory of
+``rd``; both wait with their precise reasons through a Retry, come back, are resumed and finish.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from recoverykit.conformance.checker import Evidence
+from recoverykit.conformance.checks_resources import (
+    check_continues,
+    check_precise_no_switch,
+    check_recheck,
+    check_record_kept,
+)
+from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.scenarios import SCENARIOS_BY_ID, required_clauses
+from recoverykit.conformance.witness import Execution, WitnessLog
+from recoverykit.model.catalogue import Verdict
+
+WORKDIR = "/tmp/rk-test-workdir-rd"
+PRECISE = {"w1": "resource_model_unavailable", "w2": "resource_missing_directory"}
+
+
+@dataclass
+class World:
+    """What an honest run leaves; a test breaks one thing and checks the clause it breaks."""
+
+    model: str = "rk-model-1"
+    key: str = "k1"
+    parked: dict = field(default_factory=lambda: dict(PRECISE))  # work_id -> reason shown while missing
+    parked_status: str = "waiting"
+    after_retry: dict = field(default_factory=dict)  # work_id -> (status, reason, desired) after the Retry
+    final: dict = field(default_factory=lambda: {"w1": "finished", "w2": "finished"})
+    gone_after_retry: tuple = ()
+    retry_refused: bool = False
+    resume_after_restore: bool = True
+    requests: list = field(default_factory=list)  # extra (time, script, step, model, key, delivered, tools)
+    executions: list = field(default_factory=list)  # extra (token, started, cwd)
+    changes: bool = True
+    late_answers: bool = True  # the final answers come after the restoration
+
+
+def _items(states: dict) -> list[dict]:
+    return [{"work_id": w, "status": s, "reason_code": r, "desired_state": d} for w, (s, r, d) in states.items()]
+
+
+def build(world: World) -> Evidence:
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 1.0
+
+    def op(f, value, reply=None, kind="ok"):
+        done = rec.complete(rec.invoke(f, value), kind, reply or {})
+        rec.now += 0.01
+        return done
+
+    op("init", {"data_dir": "/d", "model": "rk-model-1", "api_key_sha256": "k1"},
+       {"name": "x", "version": "1", "resources": ["credentials", "model", "working_dir"]})
+    rec.now = 2.0
+    op("submit", {"session_id": "s-rm", "text": "[[rk-script:rm]] request 1", "client_msg_id": "c1"},
+       {"work_id": "w1", "input_id": "i1"})
+    op("submit", {"session_id": "s-rd", "text": "[[rk-script:rd]] request 1", "client_msg_id": "c2",
+                  "working_dir": WORKDIR}, {"work_id": "w2", "input_id": "i2"})
+    rec.now = 3.0
+    rec.fault("long_downtime", pids=[1])
+    rec.now = 4.0
+    if world.changes:
+        rec.fault("resource_missing", resource="model", script_id="rm", work_id="w1", model="rk-model-1")
+        rec.fault("resource_missing", resource="working_dir", script_id="rd", work_id="w2", path=WORKDIR)
+    rec.now = 5.0
+    op("start", {})
+    rec.now = 6.0
+    rec.observe({"work_items": _items({w: (world.parked_status, r, "run") for w, r in world.parked.items()})}, True)
+    rec.now = 7.0
+    op("resume", {"work_id": "w1"}, {"code": "precondition_failed", "text": "no"} if world.retry_refused else {},
+       "fail" if world.retry_refused else "ok")
+    op("resume", {"work_id": "w2"})
+    rec.now = 8.0
+    states = {w: (world.parked_status, r, "run") for w, r in world.parked.items() if w not in world.gone_after_retry}
+    states.update(world.after_retry)
+    rec.observe({"work_items": _items(states)}, True)
+    rec.now = 9.0
+    if world.changes:
+        rec.fault("resource_restored", resource="model", script_id="rm", work_id="w1", by="kit")
+        rec.fault("resource_restored", resource="working_dir", script_id="rd", work_id="w2", by="kit")
+    rec.now = 10.0
+    if world.resume_after_restore:
+        op("resume", {"work_id": "w1"})
+        op("resume", {"work_id": "w2"})
+    rec.now = 12.0
+    rec.observe({"work_items": _items({w: (s, s if s == "finished" else PRECISE[w], "done" if s == "finished"
+                                           else "run") for w, s in world.final.items()})}, True)
+
+    attempts = [(5.5, "rm", 0, world.model, world.key, False, 0)]
+    if world.late_answers:
+        attempts += [(10.5, "rm", 0, world.model, world.key, True, 1), (11.0, "rm", 1, world.model, world.key, True, 0),
+                     (10.5, "rd", 0, world.model, world.key, True, 1), (11.0, "rd", 1, world.model, world.key, True, 0)]
+    attempts += world.requests
+    ledger = []
+    for seq, (t, script, step, model, key, delivered, tools) in enumerate(attempts, start=1):
+        ledger.append({"event": "request", "seq": seq, "time": t, "request_id": f"{script}.s{step}.a{seq}",
+                       "request_id_source": "header", "script_id": script, "step": step, "script_steps": 2,
+                       "model": model, "api_key_sha256": key})
+        ledger.append({"event": "response", "seq": seq, "time": t + 0.1, "delivered": True,
+                       "status": 200 if delivered else 404, "refused": None if delivered else "model_not_found",
+                       "probe_tokens": [f"{script}.{step}.{seq}.{i}" for i in range(tools)]})
+    runs = [("rm.0.2.0", 10.7, "/work/somewhere"), ("rd.0.4.0", 10.7, WORKDIR)] if world.late_answers else []
+    executions = [Execution(token, "probe_read", "read_only", 100 + i, 1.0, started, started + 0.1, "ok", 0,
+                            emitted=True, cwd=cwd, tool_version="1")
+                  for i, (token, started, cwd) in enumerate([*runs, *world.executions])]
+    return Evidence(rec.history, ledger, WitnessLog([], executions, None), frozenset({"work_items"}))
+
+
+def verdicts(world: World) -> dict[str, Verdict]:
+    ev = build(world)
+    return {r.clause_id: r.verdict for fn in (check_recheck, check_precise_no_switch, check_record_kept,
+                                              check_continues) for r in fn(ev)}
+
+
+def test_an_honest_run_holds_every_resource_clause():
+    assert verdicts(World()) == {c: Verdict.VALID for c in ("RES-01", "RES-02", "RES-04", "RES-06")}
+
+
+def test_without_a_resource_change_nothing_is_judged():
+    world = World(changes=False)
+    assert set(verdicts(world).values()) == {Verdict.UNKNOWN}
+
+
+@pytest.mark.parametrize("world", [
+    World(executions=[("rd.0.1.0", 6.5, WORKDIR)]),  # the tool of the session whose directory is gone started
+    World(requests=[(6.2, "rm", 1, "rk-model-1", "k1", True, 0)]),  # its final answer was delivered meanwhile
+], ids=["tool_started_while_missing", "final_answer_while_missing"])
+def test_going_on_while_a_resource_is_missing_breaks_res_01(world):
+    assert verdicts(world)["RES-01"] is Verdict.INVALID
+
+
+@pytest.mark.parametrize("world", [
+    World(parked={"w1": "retry_exhausted", "w2": PRECISE["w2"]}),  # a generic reason
+    World(parked={"w1": "resource_missing_credentials", "w2": PRECISE["w2"]}),  # another resource's reason
+    World(parked={"w1": "resource_gone", "w2": PRECISE["w2"]}),  # a made-up reason
+    World(parked_status="paused"),  # parked as a Pause, not waiting
+    World(parked={"w2": PRECISE["w2"]}, after_retry={"w1": ("queued", "queued", "run")}),  # never shown waiting
+    World(requests=[(7.5, "rm", 0, "gpt-4o-mini", "k1", True, 1)]),  # another model
+    World(requests=[(7.5, "rm", 0, "rk-model-1", "k-other", False, 0)]),  # another credential
+    World(executions=[("rd.0.9.0", 11.5, "/tmp")]),  # a tool of the session outside its working directory
+], ids=["generic", "other_resource", "made_up", "paused", "never_waiting", "model_switch", "key_switch",
+        "directory_switch"])
+def test_an_imprecise_reason_or_a_switch_breaks_res_02(world):
+    assert verdicts(world)["RES-02"] is Verdict.INVALID
+
+
+@pytest.mark.parametrize("world", [
+    World(gone_after_retry=("w1",)),  # deleted on a persistent fault
+    World(after_retry={"w1": ("failed", "resource_model_unavailable", "run")}),  # failed
+    World(after_retry={"w1": ("cancelled", "user_cancelled", "cancelled")}),  # ended by the runtime
+    World(retry_refused=True),  # the offered Retry refused
+], ids=["deleted", "failed", "ended", "retry_refused"])
+def test_giving_up_the_pending_recovery_record_breaks_res_04(world):
+    assert verdicts(world)["RES-04"] is Verdict.INVALID
+
+
+@pytest.mark.parametrize("world", [
+    World(final={"w1": "waiting", "w2": "finished"}),  # resumed after restoration, never continued
+    World(late_answers=False, final={"w1": "finished", "w2": "finished"}),  # says finished, no final answer sent
+], ids=["still_waiting", "finished_without_answer"])
+def test_held_work_that_does_not_continue_breaks_res_06(world):
+    assert verdicts(world)["RES-06"] is Verdict.INVALID
+
+
+def test_res_06_needs_the_users_action_after_the_restoration():
+    assert verdicts(World(resume_after_restore=False, final={"w1": "waiting", "w2": "waiting"}))["RES-06"] \
+        is Verdict.UNKNOWN
+
+
+def test_the_scenario_is_required_only_of_an_adapter_declaring_a_resource():
+    scenario = SCENARIOS_BY_ID["resources_after_downtime"]
+    assert scenario.applies({"chat_core"}, {"model"}) and not scenario.applies({"chat_core"}, set())
+    assert {"RES-01", "RES-02", "RES-04", "RES-06"} <= required_clauses("chat_core", {"working_dir"})
+    assert not {"RES-01", "RES-02", "RES-04", "RES-06"} & required_clauses("chat_core", set())
+    assert "INP-01" in required_clauses("chat_core", set())  # other scenarios still require theirs
