@@ -173,7 +173,8 @@ def check_precise_no_switch(ev: Evidence) -> list[ClauseResult]:
                                 f"session's working directory {wanted!r}: an automatic switch of directory")
     for v in found:
         judged += 1
-        window = _window(ev, v)
+        stop = _first_user_stop(ev, v)
+        window = [o for o in _window(ev, v) if stop is None or o.index < stop]  # after a user's Pause: its reason
         shown = [o for o in window if (_item(o, v.work_id) or {}).get("status") in PARKED]
         wrong = [(o, _item(o, v.work_id)) for o in shown if _item(o, v.work_id)["reason_code"] != v.reason
                  or _item(o, v.work_id)["status"] != "waiting"]
@@ -186,6 +187,12 @@ def check_precise_no_switch(ev: Evidence) -> list[ClauseResult]:
             problems.append(f"{v.what} and {v.work_id} was never observed waiting with "
                             f"{v.reason!r} ({len(window)} observations in between)")
     return [_verdict("RES-02", problems, judged, "no resource was taken away during downtime")]
+
+
+def _first_user_stop(ev: Evidence, v: Variant) -> int | None:
+    """The index of the first pause, end or stop all the user sent for the item while its resource was missing."""
+    return next((op.index for op in ev.history.ops if op.type == "invoke" and op.f in ("pause", "end", "stop_all")
+                 and v.within(op.time) and op.value.get("work_id") in (None, v.work_id)), None)
 
 
 def _working_dirs(ev: Evidence) -> dict[str, str]:
@@ -205,9 +212,7 @@ def check_record_kept(ev: Evidence) -> list[ClauseResult]:
     starts = [op for op in ev.history.ops if op.type == "invoke" and op.f == "start"]  # the runtime was down
     for v in variants(ev):
         window = _window(ev, v)
-        user_stops = [op for op in ev.history.ops if op.type == "invoke" and op.f in ("pause", "end", "stop_all")
-                      and v.within(op.time) and op.value.get("work_id") in (None, v.work_id)]
-        if user_stops:
+        if _first_user_stop(ev, v) is not None:
             continue  # the user changed the intent meanwhile: the record may rightly change
         for o in window:
             item = _item(o, v.work_id)

@@ -250,8 +250,9 @@ class Run:
         self.host_id = host_id or self.host_id
         if probe_tools is not None:
             self.probe_tools = list(probe_tools)
+        tools = None if probe_tools is None else [t.model_dump(mode="json") for t in probe_tools]
         return self.op("start", failpoints=self.failpoints, clock_offset_s=self.clock_offset_s, host_id=self.host_id,
-                       probe_tools=probe_tools)
+                       probe_tools=tools)
 
     def restart(self, kind: str, **env: Any) -> Outcome:
         self.recorder.fault(kind, via="adapter")

@@ -571,6 +571,9 @@ def drive_resources(run: Run) -> list[ClauseResult]:
         out = run.op("submit", session_id=f"s-{sid}", text=f"{script_tag(sid)} request 1", client_msg_id=f"c-{sid}-1",
                      **extra)
         work[kind] = out.reply.work_id if out.ok else None
+    declared = [kind for kind in declared if work[kind]]  # a resource is taken only from acknowledged work
+    if not declared:
+        return []
     run.wait_held(SETTLE_S)  # work in flight; the rest accepted and queued (or held too)
     run.observe()
     run.kill("long_downtime")
@@ -596,7 +599,7 @@ def drive_resources(run: Run) -> list[ClauseResult]:
     run.start(clock_offset_s=run.clock_offset_s, probe_tools=tools if "tool_version" in declared else None)
     run.settle(SETTLE_S)
     for kind in declared:  # Retry while still missing (a changed tool's Retry would accept it: not yet)
-        if kind != "tool_version" and work[kind]:
+        if kind != "tool_version":
             run.op("resume", work_id=work[kind])
     run.settle(SETTLE_S)
     restart_kit_side(run, "tree_kill")  # and a restart while still missing: the records are kept
@@ -610,8 +613,7 @@ def drive_resources(run: Run) -> list[ClauseResult]:
         run.recorder.fault("resource_restored", resource=kind, script_id=sid, work_id=work[kind],
                            by="resume" if kind == "tool_version" else "kit")
     for kind in declared:
-        if work[kind]:
-            run.op("resume", work_id=work[kind])
+        run.op("resume", work_id=work[kind])
     run.settle(SETTLE_S)
     return []
 

@@ -86,8 +86,8 @@ def control(db: Database, op: str, work_id: str, cfg: Config | None = None) -> d
         if op == "resume":
             extra.update(resumed_cv=cv, retry_count=0, retry_at=None)
             db.conn.execute("DELETE FROM pending_recovery WHERE work_id=?", (work_id,))
-            if cfg is not None:  # Resume is the user's Retry: it also accepts the tools as they are now
-                resources.accept_tools(db, cfg, work_id)
+            if cfg is not None and item["reason_code"] == "resource_tool_version_changed":
+                resources.accept_tools(db, cfg, work_id)  # the user's Retry of a changed tool accepts it as it is now
         db.conn.execute("INSERT INTO controls (work_id, op, control_version, at) VALUES (?,?,?,?)",
                         (work_id, op, cv, now()))
         set_status(db, work_id, status, reason, text, actions, **extra)

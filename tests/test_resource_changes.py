@@ -42,6 +42,7 @@ class World:
     executions: list = field(default_factory=list)  # extra (token, started, cwd)
     changes: bool = True
     late_answers: bool = True  # the final answers come after the restoration
+    declared: tuple = ("credentials", "model", "working_dir")  # init_ok.resources
 
 
 def _items(states: dict) -> list[dict]:
@@ -58,7 +59,7 @@ def build(world: World) -> Evidence:
         return done
 
     op("init", {"data_dir": "/d", "model": "rk-model-1", "api_key_sha256": "k1"},
-       {"name": "x", "version": "1", "resources": ["credentials", "model", "working_dir"]})
+       {"name": "x", "version": "1", "resources": list(world.declared)})
     rec.now = 2.0
     op("submit", {"session_id": "s-rm", "text": "[[rk-script:rm]] request 1", "client_msg_id": "c1"},
        {"work_id": "w1", "input_id": "i1"})
@@ -168,6 +169,22 @@ def test_giving_up_the_pending_recovery_record_breaks_res_04(world):
 ], ids=["still_waiting", "finished_without_answer"])
 def test_held_work_that_does_not_continue_breaks_res_06(world):
     assert verdicts(world)["RES-06"] is Verdict.INVALID
+
+
+def test_a_key_is_binding_only_for_an_adapter_declaring_credentials():
+    own_key = [(7.5, "rm", 0, "rk-model-1", "its-own-key", False, 0)]
+    assert verdicts(World(requests=own_key, declared=("model", "working_dir")))["RES-02"] is Verdict.VALID
+    assert verdicts(World(requests=own_key))["RES-02"] is Verdict.INVALID
+
+
+def test_a_users_pause_while_missing_is_not_an_imprecise_reason():
+    world = World(after_retry={"w1": ("paused", "user_paused", "paused")})
+    ev = build(world)
+    pause = next(op for op in ev.history.ops if op.f == "resume" and op.type == "invoke")
+    ev.history.events[pause.index] = type(pause)(pause.index, "invoke", "pause", {"work_id": "w1"}, pause.time)
+    ev.history.events[pause.index + 1] = type(pause)(pause.index + 1, "ok", "pause", {}, pause.time, pause.index)
+    results = {r.clause_id: r.verdict for fn in (check_precise_no_switch, check_record_kept) for r in fn(ev)}
+    assert results == {"RES-02": Verdict.VALID, "RES-04": Verdict.VALID}
 
 
 def test_res_06_needs_the_users_action_after_the_restoration():
