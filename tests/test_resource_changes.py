@@ -6,6 +6,7 @@ The honest run: two sessions; during downtime the kit takes the model of ``rm`` 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -198,3 +199,58 @@ def test_the_scenario_is_required_only_of_an_adapter_declaring_a_resource():
     assert {"RES-01", "RES-02", "RES-04", "RES-06"} <= required_clauses("chat_core", {"working_dir"})
     assert not {"RES-01", "RES-02", "RES-04", "RES-06"} & required_clauses("chat_core", set())
     assert "INP-01" in required_clauses("chat_core", set())  # other scenarios still require theirs
+
+
+# --- the kit's side of a resource change: the provider's refusals and the probe's directory -----------------
+
+
+def test_the_provider_refuses_a_missing_model_and_a_revoked_key_as_openai_does(tmp_path):
+    import openai
+    from recoverykit.conformance.provider import ScriptedProvider, key_fingerprint
+    from recoverykit.conformance.provider_script import script_tag
+
+    script = {"scripts": [{"id": "rm", "steps": [{"text": "done"}]}, {"id": "rc", "steps": [{"text": "done"}]}]}
+    with ScriptedProvider(script, tmp_path / "ledger.jsonl") as provider:
+        provider.models.add("m1")
+        client = openai.OpenAI(base_url=provider.base_url, api_key="sk-test-secret", max_retries=0)
+
+        def ask(sid: str, model: str = "m1"):
+            return client.chat.completions.create(model=model, messages=[{"role": "user", "content": script_tag(sid)}])
+
+        provider.refuse("rm", model="m1")
+        provider.refuse("rc", api_key="sk-test-secret")
+        with pytest.raises(openai.NotFoundError) as missing:
+            ask("rm")
+        assert missing.value.code == "model_not_found"
+        with pytest.raises(openai.AuthenticationError) as revoked:
+            ask("rc")
+        assert revoked.value.code == "invalid_api_key"
+        assert ask("rm", model="another").choices[0].message.content == "done"  # a switch would be served...
+        assert "m1" in [m.id for m in client.models.list()]  # missing for one session only: still listed
+        provider.restore("rm")
+        provider.restore("rc")
+        assert ask("rm").choices[0].message.content == ask("rc").choices[0].message.content == "done"
+        records = provider.records()
+    requests = [r for r in records if r["event"] == "request"]
+    assert [r["model"] for r in requests] == ["m1", "m1", "another", "m1", "m1"]  # ...and seen in the ledger
+    assert {r["api_key_sha256"] for r in requests} == {key_fingerprint("sk-test-secret")}
+    assert "sk-test-secret" not in json.dumps(records)  # a fingerprint, never the key
+    refused = [r.get("refused") for r in records if r["event"] == "response"]
+    assert refused == ["model_not_found", "invalid_api_key", None, None, None]
+    assert [r["event"] for r in records if r["event"].startswith("resource_")] == ["resource_refused"] * 2 + \
+        ["resource_restored"] * 2
+
+
+def test_the_probe_records_the_directory_it_ran_in(tmp_path):
+    import subprocess
+    import sys
+
+    from recoverykit.conformance.probe_tools import probe_tool
+    from recoverykit.conformance.witness import read_witness
+
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    tool = probe_tool("probe_read", "read_only", tmp_path / "w.jsonl", version="2", python=sys.executable)
+    subprocess.run([*tool.argv, '{"probe_token": "t.0.1.0"}'], cwd=workdir, check=True, capture_output=True)
+    (execution,) = read_witness(tmp_path / "w.jsonl").executions
+    assert execution.cwd == str(workdir.resolve()) and execution.tool_version == "2"
