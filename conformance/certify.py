@@ -25,7 +25,16 @@ from typing import Any
 
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.bundle import write_bundle
-from recoverykit.conformance.checker import COMPLETION, PROTOCOL, PSEUDO_CLAUSES, ClauseResult, check, pseudo_result
+from recoverykit.conformance.checker import (
+    COMPLETION,
+    KIT,
+    PROTOCOL,
+    PSEUDO_CLAUSES,
+    SELF_REPORTED,
+    ClauseResult,
+    check,
+    pseudo_result,
+)
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
@@ -34,6 +43,7 @@ from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import hypothesis_home, run_lockstep
 from recoverykit.conformance.out_dir import claim
 from recoverykit.conformance.private_files import private_dir, privatize, write_private
+from recoverykit.conformance.proofs import proof_of, proven
 from recoverykit.conformance.scenarios import Scenario, all_scenarios, required_clauses
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.contract import CLAUSES
@@ -59,6 +69,7 @@ class Options:
     only: tuple[str, ...] = ()  # scenario ids and/or "lockstep"; empty: everything
     broker_factory: BrokerFactory | None = FailpointBroker  # None: no broker (no failpoint can pause)
     progress: Progress | None = None
+    strict_evidence: bool = False  # a required clause only the runtime's own word holds valid is unknown
 
 
 @dataclass
@@ -89,13 +100,14 @@ class Certification:
     profiles: tuple[str, ...]
     required: frozenset[str]
     declared: set[str] = field(default_factory=set)
-    resources: set[str] | None = None  # init_ok.resources, once a handshake told (None: not known yet)
     adapter_info: dict[str, Any] = field(default_factory=dict)
     cases: list[Case] = field(default_factory=list)
     clauses: dict[str, Verdict] = field(default_factory=dict)
     verdict: Verdict = Verdict.UNKNOWN
     seconds: float = 0.0
     interrupted: int | None = None  # the signal that stopped the run early (results then say incomplete)
+    bases: dict[str, str] = field(default_factory=dict)  # clause -> kit / self-reported (judged clauses only)
+    strict_evidence: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -112,8 +124,11 @@ class Certification:
         return {"verdict": self.verdict.value, "exit_code": self.exit_code, "kit_version": __version__,
                 "adapter": {"command": self.adapter, **self.adapter_info, "profiles": sorted(self.declared)},
                 "seed": self.seed, "profiles": list(self.profiles), "required": sorted(self.required),
-                "clauses": {c: {"verdict": v.value, "required": c in self.required}
+                "clauses": {c: {"verdict": v.value, "required": c in self.required,
+                                **({"evidence": self.bases[c], "proof": proof_of(c),
+                                    "proven_by": list(proven().get(c, ()))} if c in self.bases else {})}
                             for c, v in sorted(self.clauses.items())},
+                "strict_evidence": self.strict_evidence,
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
                 "replay": self.replay_command(),
                 **({"incomplete": True, "interrupted_by": signal.Signals(self.interrupted).name}
@@ -141,7 +156,7 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     required = frozenset().union(*(required_clauses(p) for p in options.profiles))
-    cert = Certification(adapter, out, seed, options.profiles, required)
+    cert = Certification(adapter, out, seed, options.profiles, required, strict_evidence=options.strict_evidence)
     chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
     lockstep = (not options.only or "lockstep" in options.only)
     finished: list[Case] = []  # every case as it ends: what an interrupted run still reports
@@ -180,9 +195,13 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
 
 def _write(cert: Certification, started: float) -> Path:
     """Judge the cases so far, bundle the failing ones, write results.json and junit.xml."""
-    if cert.resources is not None:  # a scenario needing a resource the adapter did not declare requires nothing
-        cert.required = frozenset().union(*(required_clauses(p, cert.resources) for p in cert.profiles))
+    cert.required = cert.required - waived(cert)  # what only capability-gated scenarios need is not required here
     cert.clauses = judge(cert)
+    cert.bases = bases(cert)
+    if cert.strict_evidence:  # only the runtime's word holds it: missing evidence of the kit's own is unknown
+        for c in cert.required:
+            if cert.clauses.get(c) is Verdict.VALID and cert.bases.get(c) != KIT:
+                cert.clauses[c] = Verdict.UNKNOWN
     cert.verdict = verdict_of(cert.clauses, cert.required)
     if cert.interrupted is not None and cert.verdict is Verdict.VALID:
         cert.verdict = Verdict.UNKNOWN  # an interrupted run is never a pass
@@ -203,8 +222,8 @@ def _tell(options: Options, name: str, what: str) -> None:
 
 def _scenario_case(cert: Certification, scenario: Scenario, options: Options) -> Case:
     case = Case(scenario.id, "scenario", Verdict.NOT_APPLICABLE, scenario.clauses)
-    if cert.declared and not scenario.applies(cert.declared, cert.resources):
-        case.message = _not_applicable(scenario, cert.declared)
+    if cert.declared and not scenario.applies(cert.declared):
+        case.message = f"profile {scenario.profile.value} not declared by the adapter"
         _tell(options, scenario.id, case.verdict.value)
         return case
     _tell(options, scenario.id, "start")
@@ -213,11 +232,15 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
     case.run_dirs.append(run_dir)
     try:
         with Run(cert.adapter, run_dir, scenario.provider_script(), broker_factory=options.broker_factory) as run:
-            cert.declared, cert.resources = run.profiles, run.resources
+            cert.declared = run.profiles
             cert.adapter_info = {"name": run.init_ok.name, "version": run.init_ok.version,
                                  "protocol_version": run.init_ok.protocol_version}
-            if not scenario.applies(run.profiles, run.resources):
-                case.message = _not_applicable(scenario, run.profiles)
+            missing = scenario.missing_capability(run) if scenario.applies(run.profiles) else None
+            if not scenario.applies(run.profiles):
+                case.message = f"profile {scenario.profile.value} not declared by the adapter"
+                case.run_dirs.clear()
+            elif missing is not None:
+                case.message = f"{CAPABILITY}{missing}"
                 case.run_dirs.clear()
             else:
                 failure = None
@@ -242,13 +265,6 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
     return case
 
 
-def _not_applicable(scenario: Scenario, profiles: set[str]) -> str:
-    if scenario.profile.value not in profiles:
-        return f"profile {scenario.profile.value} not declared by the adapter"
-    return (f"resources: the adapter declares none of {', '.join(scenario.needs)} in init_ok.resources "
-            "(protocol 1.1), so none is changed")
-
-
 def ended(results: list[ClauseResult], exc: BaseException) -> None:
     """A case that ended in an exception contributes a verdict to the run, under a pseudo-clause:
     a protocol break is invalid, silence unknown (``protocol``); anything else left its evidence
@@ -261,8 +277,19 @@ def ended(results: list[ClauseResult], exc: BaseException) -> None:
         results.append(result)
 
 
+CAPABILITY = "capability not declared: "  # a case's message when the adapter lacks what the scenario needs
+
+
+def waived(cert: Certification) -> frozenset[str]:
+    """Required clauses only scenarios needing an undeclared capability exercise: not applicable to this
+    adapter (as an undeclared profile's are), so they neither pass nor hold the verdict at unknown."""
+    skipped = {c for case in cert.cases if case.message.startswith(CAPABILITY) for c in case.clauses}
+    ran = {c for case in cert.cases if case.verdict is not Verdict.NOT_APPLICABLE for c in case.clauses}
+    return frozenset(skipped - ran)
+
+
 def _case_verdict(case: Case) -> Verdict:
-    if case.message.startswith(("profile ", "resources: ")):
+    if case.message.startswith(("profile ", CAPABILITY)):
         return Verdict.NOT_APPLICABLE
     verdicts = {r.clause_id: r.verdict for r in case.results if r.clause_id in case.clauses or
                 r.verdict is Verdict.INVALID}
@@ -325,6 +352,17 @@ def judge(cert: Certification) -> dict[str, Verdict]:
         if c.id not in out:
             declared = not cert.declared or c.profile.value in cert.declared
             out[c.id] = Verdict.UNKNOWN if declared else Verdict.NOT_APPLICABLE
+    return out
+
+
+def bases(cert: Certification) -> dict[str, str]:
+    """Per judged clause: ``kit`` when some valid or invalid result of it rests on the kit's own evidence,
+    else ``self-reported`` (it rests on the runtime's observe only)."""
+    out: dict[str, str] = {}
+    for case in cert.cases:
+        for r in case.results:
+            if r.verdict in (Verdict.VALID, Verdict.INVALID) and r.clause_id not in PSEUDO_CLAUSES:
+                out[r.clause_id] = KIT if KIT in (r.basis, out.get(r.clause_id)) else SELF_REPORTED
     return out
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import combinations
 from typing import Any
 
 from recoverykit.conformance.history import History, Observation
@@ -26,16 +27,27 @@ from recoverykit.model.contract import clause
 _STOPPED = {"paused", "cancelled", "done"}
 
 
+KIT = "kit"  # the verdict rests on evidence the kit owns: its provider's ledger, its probes' witness log ...
+SELF_REPORTED = "self-reported"  # ... or on what the runtime says about itself in observe
+
+
 @dataclass(frozen=True)
 class ClauseResult:
     clause_id: str
     verdict: Verdict
     text: str
     evidence: tuple[str, ...] = ()
+    basis: str = SELF_REPORTED  # KIT or SELF_REPORTED: which evidence the verdict rests on
 
     def as_dict(self) -> dict[str, Any]:
         return {"clause": self.clause_id, "verdict": self.verdict.value, "text": self.text,
-                "evidence": list(self.evidence)}
+                "evidence": list(self.evidence), "basis": self.basis}
+
+
+def kit_evidence(fn: Callable[[Evidence], list[ClauseResult]]) -> Callable[[Evidence], list[ClauseResult]]:
+    """Mark a check whose verdicts rest on evidence the kit owns (``check`` labels its results ``kit``)."""
+    fn.evidence = KIT  # type: ignore[attr-defined]
+    return fn
 
 
 @dataclass
@@ -132,6 +144,21 @@ def _tokens(usage: dict[str, Any] | None) -> tuple[int, int] | None:
     return usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
 
 
+MAX_TOTAL_PARTS = 12  # receipts of one work item searched for a set a total adds up (2**12 subsets at most)
+
+
+def _adds_up(total: tuple[int, int], parts: list[tuple[str, tuple[int, int]]]) -> list[str] | None:
+    """The ids of receipts whose tokens add up to ``total`` (a parent total counted beside them), or None."""
+    if not sum(total):
+        return None
+    parts = parts[:MAX_TOTAL_PARTS]
+    for size in range(1, len(parts) + 1):
+        for chosen in combinations(parts, size):
+            if (sum(t[0] for _, t in chosen), sum(t[1] for _, t in chosen)) == total:
+                return [rid for rid, _ in chosen]
+    return None
+
+
 def check_usage(ev: Evidence) -> list[ClauseResult]:
     """USG-03 counted once, USG-05 watermark not sum, USG-10 unknown stays unknown (never fabricated).
 
@@ -139,6 +166,9 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
     response ``id`` (``chatcmpl-...``) the provider returned for that attempt (what an OpenAI client keeps).
     USG-05 is judged only on attempts that reported usage in more than one chunk (style ``cumulative``):
     with one usage object, summing and a watermark agree, so such a run cannot tell them apart.
+    A receipt with usage that names no attempt the provider received is fabricated (USG-10), unless its tokens
+    add up receipts of the same work item that do name attempts: then it is a parent total counted beside its
+    child details (USG-03, the seed's own example of counting twice).
     """
     final = ev.history.final_observation()
     receipts = _section(final, "usage_receipts")
@@ -156,6 +186,11 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
         rec_by_id[r["request_id"]].append(r)
     once, watermark, unknown, unattributed = [], [], [], []
     cumulative_judged = 0
+    details: dict[Any, list[tuple[str, tuple[int, int]]]] = defaultdict(list)  # work_id -> receipts naming attempts
+    for r in receipts:
+        if r["request_id"] in by_id and r["usage"] in ("known", "partial"):
+            details[r.get("work_id")].append(
+                (r["request_id"], (r.get("prompt_tokens") or 0, r.get("completion_tokens") or 0)))
     for rid, recs in rec_by_id.items():
         billed = [c for c in by_id.get(rid, [])]
         if len(recs) > max(1, len(billed)):
@@ -165,7 +200,15 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
                    and (r.get("prompt_tokens") or r.get("completion_tokens"))]  # a zero lower bound claims nothing
         if (known or partial) and not billed:
             if all_header:
-                unknown.append(f"request {rid}: a receipt with usage but the provider never received it (fabricated)")
+                for r in [*known, *partial]:
+                    got = (r.get("prompt_tokens") or 0, r.get("completion_tokens") or 0)
+                    parts = _adds_up(got, details[r.get("work_id")])
+                    if parts:
+                        once.append(f"receipt {rid} ({r.get('work_id')}) names no provider attempt and its usage "
+                                    f"{got} adds up receipts {parts}: a total counted beside its details")
+                    else:
+                        unknown.append(f"request {rid}: a receipt with usage but the provider never received it "
+                                       "(fabricated)")
             else:  # no X-Request-Id: the id may be the runtime's own, which the kit cannot match
                 unattributed.append(rid)
             continue
@@ -323,6 +366,9 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
     keyed = [t for t in turns or [] if t.get("continuation_key") is not None]
     if not keyed:
         return [_result("REC-06", Verdict.UNKNOWN, "no turns with a continuation key observed")]
+    if not [f for f in ev.history.faults if f.kind != "clock_jump"]:
+        # REC-06 is about recovery consuming its intent: a run that never restarted cannot show the window
+        return [_result("REC-06", Verdict.UNKNOWN, "the run never restarted, so no recovery admitted a continuation")]
     dup = [f"continuation key {k!r} admitted {n} times" for k, n in
            Counter(t["continuation_key"] for t in keyed).items() if n > 1]
     return [_result("REC-06", Verdict.INVALID if dup else Verdict.VALID, dup[0] if dup else "", dup)]
@@ -333,44 +379,52 @@ _NOT_A_PAUSE = {"worker_kill", "tree_kill", "long_downtime", "host_identity_chan
                 "normal_exit", "graceful_worker_restart", "kill", "crash"}
 
 
-def _desired_around(ev: Evidence, at: int) -> tuple[dict[str, str], dict[str, str], set[str]] | None:
-    """desired_state per item at the last observation before event ``at`` and the first after it, and
-    the items a user stop acknowledged in between (those may change); None without both observations."""
+def _desired_after(ev: Evidence, at: int, until: int | None) -> tuple[dict[str, str], list[tuple[dict, set]]] | None:
+    """desired_state per item at the last observation before event ``at``, and every observation after it
+    (up to event ``until``), each with the items a user stop acknowledged since ``at`` (those may change);
+    None without an observation on both sides. Every later observation counts, not only the first: a
+    runtime that parks work a moment after it restarts has still taken the restart as a Pause."""
     before = next((o for o in reversed(ev.snapshots()) if o.index < at), None)
-    after = next((o for o in ev.snapshots() if o.index > at), None)
-    if before is None or after is None:
+    later = [o for o in ev.snapshots() if o.index > at and (until is None or o.index < until)]
+    if before is None or not later:
         return None
-    stopped: set[str] = set()
-    for invoke in ev.history.ops:
-        if invoke.type == "invoke" and invoke.f in _USER_STOPS and before.index < invoke.index < after.index:
-            stopped |= {invoke.value.get("work_id")} if invoke.f != "stop_all" else {"*"}
-    states = [{w["work_id"]: w["desired_state"] for w in o.snapshot.get("work_items") or []} for o in (before, after)]
-    return states[0], states[1], stopped
+    stops = [(invoke.index, {invoke.value.get("work_id")} if invoke.f != "stop_all" else {"*"})
+             for invoke in ev.history.ops if invoke.type == "invoke" and invoke.f in _USER_STOPS]
+    after = []
+    for o in later:
+        stopped = set().union(*[ids for index, ids in stops if before.index < index < o.index])
+        after.append(({w["work_id"]: w["desired_state"] for w in o.snapshot.get("work_items") or []}, stopped))
+    return {w["work_id"]: w["desired_state"] for w in before.snapshot.get("work_items") or []}, after
 
 
 def check_not_a_pause(ev: Evidence) -> list[ClauseResult]:
-    """CTL-01 a frontend reload changes no intent; CTL-03 a crash, exit or restart is never a user Pause."""
+    """CTL-01 a frontend reload changes no intent; CTL-03 a crash, exit or restart is never a user Pause.
+
+    From the last observation before the event, every observation after it (up to the next such event) is
+    compared; only a user stop acknowledged in between may change an item's desired_state away from run."""
     out = []
     reloads = [done.index for invoke, done in ev.history.completions()
                if invoke.f == "reload" and done is not None and done.type == "ok"]
     faults = [f.index for f in ev.history.faults if f.kind in _NOT_A_PAUSE]
+    events = sorted(reloads + faults)
     for clause_id, moments in (("CTL-01", reloads), ("CTL-03", faults)):
         judged, problems = 0, []
         for at in moments:
-            around = _desired_around(ev, at)
+            around = _desired_after(ev, at, next((e for e in events if e > at), None))
             if around is None:
                 continue
             judged += 1
-            before, after, stopped = around
-            for work_id, was in before.items():
-                now = after.get(work_id)
-                if now is None or "*" in stopped or work_id in stopped or was != "run":
-                    continue
-                if now not in ("run", "done"):  # finishing meanwhile is progress; anything else is a stop
-                    problems.append(f"{work_id} went from desired_state {was} to {now} across event {at} "
-                                    "with no user stop in between")
+            before, after = around
+            for states, stopped in after:
+                for work_id, was in before.items():
+                    now = states.get(work_id)
+                    if now is None or "*" in stopped or work_id in stopped or was != "run":
+                        continue
+                    if now not in ("run", "done"):  # finishing meanwhile is progress; anything else is a stop
+                        problems.append(f"{work_id} went from desired_state {was} to {now} after event {at} "
+                                        "with no user stop in between")
         if problems:
-            out.append(_result(clause_id, Verdict.INVALID, problems[0], problems))
+            out.append(_result(clause_id, Verdict.INVALID, problems[0], sorted(set(problems))))
         elif judged:
             out.append(_result(clause_id, Verdict.VALID, f"{judged} observed"))
         else:
@@ -420,17 +474,28 @@ def check_complete(history: History) -> list[ClauseResult]:
 
 
 CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
-    check_inputs, check_unknown_effects, check_usage, check_generations, check_stops, check_settled,
-    check_continuations, check_not_a_pause, check_protocol,
+    check_inputs, kit_evidence(check_unknown_effects), kit_evidence(check_usage), check_generations, check_stops,
+    check_settled, check_continuations, check_not_a_pause, check_protocol,
 )
 
 
 def check(ev: Evidence) -> list[ClauseResult]:
-    """Every history clause, judged on one run's evidence."""
+    """Every history clause, judged on one run's evidence; each result labelled with its evidence basis."""
+    return [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
+            for fn in all_checks() for result in fn(ev)]
+
+
+def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
+    """Every history check, in the order ``check`` runs them (the judging registry reads this too)."""
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
+    from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
+    from recoverykit.conformance.checks_owners import OWNER_CHECKS
+    from recoverykit.conformance.checks_reasons import REASON_CHECKS
     from recoverykit.conformance.checks_resources import RESOURCE_CHECKS
-    return [result for fn in (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *RESOURCE_CHECKS) for result in fn(ev)]
+    from recoverykit.conformance.checks_storage import STORAGE_CHECKS
+    return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
+            *RESOURCE_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.history import Fault, Observation
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.conformance.witness import Execution
@@ -279,4 +279,4 @@ def _section_of(o: Observation | None, name: str) -> list[dict[str, Any]] | None
     return None if o is None else o.snapshot.get(name)
 
 
-CROSS_CHECKS = (check_tool_facts, check_receipt_facts, check_inflight_attempts)
+CROSS_CHECKS = tuple(kit_evidence(fn) for fn in (check_tool_facts, check_receipt_facts, check_inflight_attempts))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from recoverykit.conformance.checker import ClauseResult, Evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _restarts, _verdict, _work_of_scripts
 from recoverykit.conformance.provider_ledger import Call, calls
 
@@ -210,4 +210,5 @@ def _partial(result: ClauseResult, what: str) -> ClauseResult:
     return ClauseResult(result.clause_id, result.verdict, f"{result.text[:-1]}; {what})", result.evidence)
 
 
-FLOW_CHECKS = (check_finished_stays_finished, check_stop_beats_admission, check_recovery_from_committed)
+FLOW_CHECKS = tuple(kit_evidence(fn) for fn in (check_finished_stays_finished, check_stop_beats_admission,
+                                               check_recovery_from_committed))

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _verdict
 from recoverykit.conformance.history import Observation
 from recoverykit.conformance.provider_ledger import calls
@@ -272,4 +272,6 @@ def check_continues(ev: Evidence) -> list[ClauseResult]:
     return [_verdict("RES-06", problems, judged, "no resource was restored and then resumed in a settled run")]
 
 
-RESOURCE_CHECKS = (check_recheck, check_precise_no_switch, check_record_kept, check_continues)
+# RES-04 rests on what observe says of the item (kept, waiting); the others on the ledger and the witness log
+RESOURCE_CHECKS = (kit_evidence(check_recheck), kit_evidence(check_precise_no_switch), check_record_kept,
+                   kit_evidence(check_continues))

@@ -234,7 +234,9 @@ class AdapterClient:
         """The snapshot, checked against the sections the adapter declared in ``init_ok.observes``."""
         reply = self.call("observe", reply_within_s=reply_within_s)
         observes = self.init_ok.observes if self.init_ok else ()
-        return check_snapshot(reply.snapshot, observes, raw=self._last_received())  # type: ignore[attr-defined]
+        storage = self.init_ok.storage is not None if self.init_ok else None
+        return check_snapshot(reply.snapshot, observes, raw=self._last_received(),  # type: ignore[attr-defined]
+                              storage_declared=storage)
 
     # --- reading --------------------------------------------------------------------------------
 

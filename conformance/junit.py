@@ -2,8 +2,8 @@
 
 Mapping: valid passes; invalid is a ``<failure>`` (the clause's definition and the reproduction);
 unknown is an ``<error>`` of type ``unknown`` (missing evidence is not a pass, and not a proven
-failure either); not applicable is ``<skipped>`` with the reason "profile not declared" (or "resources not
-declared": the adapter declares none of the resources a scenario changes).
+failure either); not applicable is ``<skipped>`` with the reason "profile not declared" (or "capability not
+declared": a storage scenario against an adapter without ``init_ok.storage``).
 Every value goes through ``safe_text.xml_text``: adapter text may hold characters XML 1.0 cannot carry.
 """
 
@@ -40,8 +40,8 @@ def junit_tree(cert: Certification) -> ET.ElementTree:
         elif case.verdict is Verdict.UNKNOWN:
             ET.SubElement(el, "error", {"message": x(case.message[:500]), "type": "unknown"}).text = body
         elif case.verdict is Verdict.NOT_APPLICABLE:
-            reason = "resources not declared" if case.message.startswith("resources: ") else "profile not declared"
-            ET.SubElement(el, "skipped", {"message": reason}).text = x(case.message)
+            why = "capability not declared" if case.message.startswith("capability ") else "profile not declared"
+            ET.SubElement(el, "skipped", {"message": why}).text = x(case.message)
     suites = ET.Element("testsuites")
     suites.append(suite)
     return ET.ElementTree(suites)

@@ -133,12 +133,20 @@ def parse_reply(line: bytes | str, request: Request, *, max_line_bytes: int = MA
     return check_answers(msg, request, raw=line)
 
 
-def check_snapshot(snapshot: Snapshot, observes: list[Section] | tuple[Section, ...], *, raw: Any = None) -> Snapshot:
-    """A declared section must be present (a list), an undeclared one absent (null): never invented."""
+def check_snapshot(snapshot: Snapshot, observes: list[Section] | tuple[Section, ...], *, raw: Any = None,
+                   storage_declared: bool | None = None) -> Snapshot:
+    """A declared section must be present (a list), an undeclared one absent (null): never invented. A declared
+    store (``init_ok.storage``) is reported in every snapshot; while it is not ``ok`` sections may be null."""
+    if storage_declared is not None and storage_declared != (snapshot.storage is not None):
+        why = ("`storage` is declared in init_ok but sent as null" if storage_declared
+               else "`storage` is filled but not declared in init_ok")
+        raise SnapshotMismatch(why, expected="snapshot.storage exactly when init_ok.storage is declared",
+                               received=raw, doc=f"{DOC}#observe-snapshot")
     declared = set(observes)
+    unreadable = snapshot.storage is not None and snapshot.storage.state != "ok"
     for section in Section:
         value = getattr(snapshot, section.value)
-        if section in declared and value is None:
+        if section in declared and value is None and not unreadable:
             raise SnapshotMismatch(f"section `{section.value}` is declared in init_ok.observes but sent as null "
                                    "(send [] when there is nothing)", expected="every declared section as a list",
                                    received=raw, doc=f"{DOC}#observe-snapshot")

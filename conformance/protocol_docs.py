@@ -16,8 +16,15 @@ from recoverykit.conformance.protocol_envelope import (
     RESERVED_KEYS,
     ErrorReply,
 )
-from recoverykit.conformance.protocol_rpcs import RPCS, BudgetLimit, Pending, ProbeTool, ProcessInfo
-from recoverykit.conformance.protocol_snapshot import SECTION_DOCS, SECTION_MODELS, Budget, Owner, Section
+from recoverykit.conformance.protocol_rpcs import RPCS, BudgetLimit, Pending, ProbeTool, ProcessInfo, StorageDecl
+from recoverykit.conformance.protocol_snapshot import (
+    SECTION_DOCS,
+    SECTION_MODELS,
+    Budget,
+    Owner,
+    Section,
+    StorageStatus,
+)
 from recoverykit.model.catalogue import INTERRUPTION_POINTS
 
 COMMAND = "recoverykit protocol docs > docs/protocol.md"
@@ -28,7 +35,13 @@ CHANGELOG = """\
   (was a decimal string), and no field carries a regular-expression pattern any more (the kit checks
   `protocol_version` itself), so the schema and the parser agree exactly; `recovery_policy` is the
   catalogue's RecoveryPolicy (`automatic` / `disabled`), no longer free text documented as `auto`.
-- **1.1**: resources that can change during downtime (docs/adapter-guide.md, "Resources"), all optional:
+- **1.1**: storage faults. `init_ok.storage` (optional, [StorageDecl](#storagedecl)) names the runtime's
+  durable store inside `data_dir`, so the kit can make it unreadable, or put it at a newer schema, during
+  downtime and restore it afterwards, owning the evidence (a copy and a hash of the original). An adapter that
+  declares it sends `snapshot.storage` ([StorageStatus](#storagestatus)) on every observe; while the store is
+  not `ok` the declared sections may be null. `retry` is taken by sending `start` again. Adapters of 1.0 need
+  no change: without the declaration the storage scenarios are not applicable.
+- **1.1** (also): resources that can change during downtime (docs/adapter-guide.md, section 9), all optional:
   `init.model` and `init.api_key` (the model and credential every provider request must carry),
   `submit.working_dir` (the session's working directory), `start.probe_tools` (the tools as they are now,
   e.g. with a changed `version`) and `init_ok.resources` (which of `model`, `credentials`, `working_dir`,
@@ -98,6 +111,17 @@ given data directory, provider, probe tools and failpoint socket, and answers `i
 capabilities. The kit accepts any adapter whose protocol MAJOR version equals its own. Profiles the
 adapter does not declare are reported *not applicable*, never as passed. Requests of a profile the
 adapter did not declare may be answered `not_supported`.
+
+**Storage faults (since 1.1, optional).** An adapter may declare in `init_ok.storage` which files under
+`data_dir` hold the runtime's durable facts ([StorageDecl](#storagedecl)). The kit then faults that store
+itself while the runtime is down (between a kill and the next `start`): it inverts the first 100 bytes of
+every declared file that exists and of its `-wal` sibling (*unreadable*), or raises the first file's SQLite
+`PRAGMA user_version` by one (*newer schema*, only with `schema_version: "sqlite_user_version"`). It keeps a
+copy and a SHA-256 of every file, starts the runtime, observes, then restores the files and sends `start`
+again (the `retry` action). While the store is faulted the runtime must start, write nothing (no repair, no
+lease, no model request, no tool), and report the fault in `snapshot.storage` ([StorageStatus](#storagestatus))
+with its recoverable actions; it must never delete, truncate or overwrite the faulted files. After the retry
+the held work continues. Without the declaration these scenarios are *not applicable*, never passed.
 """
 
 ERRORS_INTRO = """\
@@ -150,7 +174,8 @@ what came back and why; the verdict is in parentheses.
 - a reply to no request in flight, or of the wrong type for its request (invalid);
 - an `error` whose `definite` contradicts the registry, or a custom code claiming definite (invalid);
 - `init_ok` with another MAJOR protocol version (invalid);
-- a snapshot that fills an undeclared section or leaves a declared one null (invalid);
+- a snapshot that fills an undeclared section or leaves a declared one null while its store is readable, or
+  sends `storage` without declaring it in `init_ok` or omits it with the declaration (invalid);
 - a line over the size limit (invalid);
 - the adapter exiting, or closing stdout, while a reply is due (invalid);
 - no reply within the timeout (unknown).
@@ -214,7 +239,7 @@ def render() -> str:
     for section, model in SECTION_MODELS.items():
         out.append(f"### {model.__name__}\n\nOne record of `{section.value}`.\n\n{_table(model.__name__, defs)}\n")
     out.append("## Shared records\n\n")
-    for model in (Owner, Budget, ProbeTool, BudgetLimit, ProcessInfo, Pending):
+    for model in (Owner, Budget, ProbeTool, BudgetLimit, ProcessInfo, Pending, StorageDecl, StorageStatus):
         out.append(f"### {model.__name__}\n\n{_table(model.__name__, defs)}\n")
     out.append("### AcceptedInput\n\n" + _table("AcceptedInput", defs) + "\n")
     out.append("## Vocabulary\n\nThe values come from `recoverykit.model.catalogue`; copy them verbatim.\n\n")

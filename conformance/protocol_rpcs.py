@@ -22,6 +22,8 @@ from recoverykit.model.catalogue import (
     WorkStatus,
 )
 
+SchemaVersionKind = Literal["sqlite_user_version"]
+
 PointName = Literal[tuple(p.name for p in INTERRUPTION_POINTS)]  # type: ignore[valid-type]
 # Resources the kit can change during downtime (between a stop or kill and the next start), since 1.1. An
 # adapter declares in ``init_ok.resources`` the ones its runtime rechecks; the kit changes only those.
@@ -49,6 +51,19 @@ class ProcessInfo(Record):
 class Pending(Record):
     work_id: Id
     status: WorkStatus = Field(description="Why it keeps the runtime from being quiescent (queued, running, ...).")
+
+
+class StorageDecl(Record):
+    """Optional (protocol 1.1): where the runtime keeps its durable facts, so the kit can fault the store itself."""
+
+    files: list[str] = Field(
+        min_length=1, description="The store's files, as paths relative to `data_dir` (no `..`). During downtime "
+        "the kit inverts the first 100 bytes of each that exists (and of its `-wal` sibling), keeping a copy and a "
+        "hash of the original, and later restores them byte for byte.")
+    schema_version: SchemaVersionKind | None = Field(
+        description="`sqlite_user_version`: the first file is SQLite and its `PRAGMA user_version` is the schema "
+        "version the runtime checks; the kit raises it by one (a newer schema) during downtime. Null: the kit "
+        "cannot put the store at a newer schema, and that case is not applicable.")
 
 
 # --- handshake ----------------------------------------------------------------------------------
@@ -82,6 +97,9 @@ class InitOk(Reply):
     resources: list[ResourceKind] = Field(
         default_factory=list, description="Since 1.1, optional: resources the runtime rechecks after a restart "
         "(docs/adapter-guide.md); the kit changes only these during downtime, the others' clauses stay unknown.")
+    storage: StorageDecl | None = Field(
+        None, description="Since 1.1, optional: the durable store the kit may fault (an unreadable store, a newer "
+        "schema). Absent or null: the storage scenarios are not applicable, never passed.")
 
 
 # --- user operations ----------------------------------------------------------------------------

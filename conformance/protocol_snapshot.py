@@ -22,6 +22,8 @@ from recoverykit.model.catalogue import (
     ReasonCode,
     RecoveryPolicy,
     RunStatus,
+    StorageAction,
+    StorageState,
     ToolStatus,
     TurnStatus,
     UsageStatus,
@@ -185,6 +187,22 @@ class Run(Record):
     idempotency_key: str | None = Field(description="The Retry key that created this run; null if not a Retry.")
 
 
+class StorageStatus(Record):
+    """The runtime's durable store as the runtime sees it now: sent as ``snapshot.storage`` by an adapter that
+    declares ``init_ok.storage`` (protocol 1.1), on every observe, also while the store cannot be read."""
+
+    state: StorageState = Field(
+        description="`ok`; `unreadable` when the store cannot be opened or read; `migration_failed` when a "
+        "migration failed or the store is at a schema newer than the runtime knows.")
+    reason_code: ReasonCode | None = Field(
+        description="Null when `ok`; else the recovery failure, e.g. `recovery_failed_storage_unavailable` or "
+        "`recovery_failed_migration`.")
+    actions: list[StorageAction] = Field(
+        description="The recoverable actions offered while not `ok` (empty when `ok`). The kit takes `retry` by "
+        "sending `start` again once the store is back.")
+    text: str = Field(description="What is wrong and what to do, for a person.")
+
+
 class Snapshot(Record):
     """One consistent read of the runtime's durable state. A null section is declared absent."""
 
@@ -200,6 +218,10 @@ class Snapshot(Record):
     fenced_writes: list[FencedWrite] | None = Field(
         None, description="Null (or omitted) unless declared in `observes`.")
     runs: list[Run] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    storage: StorageStatus | None = Field(
+        None, description="Since 1.1. The store's state; sent (never null) by an adapter that declares "
+        "`init_ok.storage`, null otherwise. While it is not `ok` the declared sections may be null: the store "
+        "cannot be read, and nothing is invented.")
 
 
 SECTION_MODELS: dict[Section, type[Record]] = {

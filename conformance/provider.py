@@ -201,7 +201,8 @@ class ScriptedProvider:
     # -- decisions, called by the handler ------------------------------------------------------
 
     def admit(self, body: dict[str, Any], header_request_id: str | None,
-              idempotency_key: str | None = None, authorization: str | None = None
+              idempotency_key: str | None = None, sender: dict[str, Any] | None = None,
+              authorization: str | None = None,
               ) -> tuple[Planned | None, str, int, str]:
         """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits."""
         script, step_index, why = self.script.select(body.get("messages", []))
@@ -224,7 +225,9 @@ class ScriptedProvider:
                            script_steps=len(script.steps) if script else None, stream=bool(body.get("stream")),
                            include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
                            model=body.get("model"), api_key_sha256=key_fingerprint(bearer_key(authorization)),
-                           idempotency_key=idempotency_key, **_conversation(body))
+                           idempotency_key=idempotency_key,
+                           sender_pid=(sender or {}).get("pid"), sender_create_time=(sender or {}).get("create_time"),
+                           **_conversation(body))
         if step is None:
             return None, why, seq, request_id
         return Planned(seq, request_id, attempt, script, step_index, step, response_id), "", seq, request_id

@@ -22,6 +22,8 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
+from recoverykit.conformance.peer import sender_of
+
 if TYPE_CHECKING:
     from recoverykit.conformance.provider import Planned, ScriptedProvider
 
@@ -182,8 +184,11 @@ class Handler(BaseHTTPRequestHandler):
             self._reject(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
             return
         authorization = self.headers.get("Authorization")
+        if not hasattr(self, "_sender"):  # once per connection: keep-alive requests share their sender
+            self._sender = sender_of(self.client_address, self.server.server_address)
         plan, why, seq, request_id = self.provider.admit(
-            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), authorization)
+            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), sender=self._sender,
+            authorization=authorization)
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,

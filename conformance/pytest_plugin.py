@@ -63,7 +63,7 @@ class ScenarioItem(pytest.Item):
         if cert.declared:
             _PROFILES[command] = cert.declared
         if case.verdict is Verdict.NOT_APPLICABLE:
-            pytest.skip("resources not declared" if case.message.startswith("resources: ") else "profile not declared")
+            pytest.skip("capability not declared" if case.message.startswith("capability ") else "profile not declared")
         if case.verdict is not Verdict.VALID:
             raise ConformanceFailure(case)
 

@@ -20,14 +20,23 @@ A scenario whose profile the adapter did not declare is reported not applicable,
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from recoverykit.conformance import storage_fault
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
 from recoverykit.conformance.provider_script import script_tag
-from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RECOVERY_POINTS, Profile, RestartKind, Verdict
+from recoverykit.model.catalogue import (
+    OLD_HIDDEN_EXPIRY_S,
+    RECOVERY_POINTS,
+    Profile,
+    RestartKind,
+    StorageFault,
+    Verdict,
+)
 from recoverykit.model.errors import InvalidArgument
 
 Drive = Callable[[Run], list[ClauseResult]]
@@ -78,7 +87,9 @@ class Scenario:
     clauses: tuple[str, ...]
     drive: Drive = field(repr=False, compare=False)
     chaos: Chaos = field(default_factory=Chaos)
-    needs: tuple[str, ...] = ()  # resources (init_ok.resources) of which the adapter must declare one; () none
+    # why the adapter cannot run it though it declared the profile (a capability it did not declare), else None;
+    # such a scenario is not applicable, and its clauses are not required of that adapter
+    unsupported: Callable[[Run], str | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -123,10 +134,11 @@ class Scenario:
             return {"scripts": list(self.scripts), "hold_timeout_s": 120.0}
         return {"scripts": [_chaos_script(sc, point, hit) for sc in self.scripts], "hold_timeout_s": 120.0}
 
-    def applies(self, profiles: set[str], resources: set[str] | None = None) -> bool:
-        """Its profile is declared and, if it changes resources, one of them too (``None``: not known yet)."""
-        needed = not self.needs or resources is None or bool(set(self.needs) & resources)
-        return self.profile.value in profiles and needed
+    def applies(self, profiles: set[str]) -> bool:
+        return self.profile.value in profiles
+
+    def missing_capability(self, run: Run) -> str | None:
+        return self.unsupported(run) if self.unsupported is not None else None
 
 
 def _chaos_script(original: dict, point: str | None, hit: int) -> dict:
@@ -182,6 +194,17 @@ def expect_desired(snapshot: dict[str, Any], work_ids: list[str | None], allowed
     if None in work_ids:
         return _result(clause_id, Verdict.UNKNOWN, "a submit was not acknowledged")
     return _result(clause_id, Verdict.INVALID if bad else Verdict.VALID, bad[0] if bad else when, bad)
+
+
+def final_answer_times(ledger: list[dict[str, Any]]) -> dict[str, float]:
+    """script id -> when the provider finished delivering that script's final answer (its last step)."""
+    from recoverykit.conformance.provider_ledger import calls
+    out: dict[str, float] = {}
+    for c in calls(ledger):
+        steps = c.request.get("script_steps")
+        if c.delivered and steps is not None and c.request.get("step") == steps - 1:
+            out.setdefault(c.request["script_id"], c.response["time"])
+    return out
 
 
 def restart_kit_side(run: Run, kind: str = "tree_kill", **env: Any) -> None:
@@ -266,11 +289,31 @@ def drive_stop_all_restart(run: Run) -> list[ClauseResult]:
     run.start()
     ids = [submit(run, f"sa{i}", session=f"session-{i}") for i in (1, 2)]
     run.wait_held(SETTLE_S, script_id="sa1")
+    before = run.observe()
     out = run.op("stop_all")
+    acked = time.time()
     stopped = list(out.reply.stopped) if out.ok else [None]
+    # What stop all must stop is what the kit submitted and saw unfinished, not what the reply lists: a
+    # runtime that stops nothing and says so would otherwise hold CTL-02 vacuously.
+    meant = [w for w in ids if w is not None and (item(before, w) or {}).get("status") != "finished"]
     restart_kit_side(run, "tree_kill")
     _, settled = run.settle(SETTLE_S)
-    results = [expect_desired(settled, stopped, {"paused"}, "CTL-02", "after stop all and a restart")]
+    if not out.ok or None in ids:
+        results = [_result("CTL-02", Verdict.UNKNOWN, "stop all or a submit was not acknowledged")]
+    elif not meant:
+        results = [_result("CTL-02", Verdict.UNKNOWN, "every item had finished before stop all")]
+    else:
+        listed = [w for w in meant if w in stopped]
+        results = [expect_desired(settled, listed, {"paused"}, "CTL-02",
+                                  f"after stop all and a restart ({len(listed)} item(s) it stopped)")]
+        # An item stop all did not list may only have finished before stop all was acknowledged: the
+        # provider's ledger says when its final answer went out (kit evidence, not the runtime's word).
+        answered = final_answer_times(run.evidence().ledger)
+        script_of = {w: f"sa{i}" for i, w in zip((1, 2), ids, strict=True)}
+        late = [w for w in meant if w not in stopped and not answered.get(script_of[w], float("inf")) <= acked]
+        if late and results[0].verdict is not Verdict.INVALID:
+            results = [_result("CTL-02", Verdict.INVALID, f"stop all neither stopped {late} nor had they finished "
+                                                          "before it was acknowledged", late)]
     for work_id in ids:
         if work_id in stopped:
             run.op("resume", work_id=work_id)
@@ -344,6 +387,24 @@ def _during_recovery(action: str) -> Drive:
 
     drive.__name__ = f"drive_{action}_during_recovery"
     return drive
+
+
+BUSY_HOLD_S = 1.0  # how long the owner stays busy on one model call while other sessions keep workers awake
+
+
+def drive_busy_owner(run: Run) -> list[ClauseResult]:
+    """One owner busy on a slow model call while two other sessions keep the other workers busy and awake:
+    a runtime that takes over a live owner (a lease TTL, a liveness check by age) does it in this window,
+    and the provider sees two processes asking for the same work item at once (OWN-02)."""
+    run.start()
+    submit(run, "bo", session="busy-owner")
+    held = run.wait_held(SETTLE_S, script_id="bo")
+    for i in (1, 2):
+        submit(run, f"bw{i}", session=f"busy-other-{i}")
+    time.sleep(BUSY_HOLD_S)
+    run.provider.release(held)
+    run.settle(SETTLE_S)
+    return []
 
 
 def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
@@ -436,7 +497,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(clauses=("FA-01", "FA-03", "FA-04", "FA-05", "FA-06", "FA-09", "FA-10", "FA-11", "FA-15"))),
     Scenario("chat_read_tool", "ordinary chat with a read-only tool", _CHAT,
              (script("read", tool_step("probe_read", {"output": "readme"}), text_step()),), ("probe_read",),
-             ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05", "REC-06"),
+             ("INP-01", "USG-03", "USG-05", "USG-10", "RI-02", "UI-05"),
              drive_read_tool, Chaos(kinds=(_K.TREE_KILL,), points=("input.accept.after", "tool.dispatch.after",
                                                                   "tool.result.commit.after", "usage.persist.after"))),
     Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
@@ -500,6 +561,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("probe_read",), ("CTL-04", "CTL-03", "RI-02", "INP-01"), drive_graceful_midwork,
              Chaos(none="a graceful restart is itself a restart kind (normal_exit, graceful_worker_restart), which "
                         "chaos applies at every point of the chat scenarios")),
+    Scenario("busy_owner", "one owner busy on a slow model call while other sessions keep every worker awake",
+             _CHAT, (script("bo", text_step(faults=HOLD_FIRST), usage="final"),
+                     script("bw1", text_step(), usage="final"), script("bw2", text_step(), usage="none")), (),
+             ("OWN-02", "INP-01", "RI-04", "USG-10"), drive_busy_owner,
+             Chaos(none="ownership without a fault: chaos's kills of sessions_together judge ownership across "
+                        "restarts")),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),
@@ -513,6 +580,60 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
              (script("rty", text_step(), usage="final"),), (), ("RTY-05", "RTY-04"), drive_retry,
              Chaos(kinds=(_K.TREE_KILL,))),
+)
+
+
+# --- storage faults (kit-owned: conformance.storage_fault; judged by conformance.checks_storage) ------------
+
+STORAGE_DWELL_S = 1.0  # how long the runtime runs on the faulted store at most (it ends early on a model request)
+
+
+def _storage_fault(fault: StorageFault) -> Drive:
+    """Work in flight, a kill, then the kit faults the store during the downtime; the runtime starts on it and
+    is observed; the kit restores the store, takes `retry` (a second start), and the held work must go on."""
+    script_id = {StorageFault.UNREADABLE: "su", StorageFault.NEWER_SCHEMA: "sn"}[fault]
+
+    def drive(run: Run) -> list[ClauseResult]:
+        run.start()
+        work_id = submit(run, script_id)
+        run.wait_held(SETTLE_S, script_id=script_id)
+        run.observe()  # before the fault: its lease and generation
+        run.kill("tree_kill")
+        run.provider.release(cut=True)
+        applied = storage_fault.apply(run, fault, script=script_id, work_id=work_id)
+        run.start()  # on the faulted store: it must come up, say so and write nothing
+        run.settle(SETTLE_S)
+        seen = len(run.provider.records())
+        deadline = time.monotonic() + STORAGE_DWELL_S
+        while time.monotonic() < deadline and not any(
+                r.get("event") == "request" for r in run.provider.records()[seen:]):
+            time.sleep(0.05)  # a runtime acting on facts it cannot read shows itself in the ledger
+        run.observe()
+        storage_fault.restore(run, applied)
+        run.start()  # the `retry` action
+        run.settle(SETTLE_S)
+        return []
+
+    drive.__name__ = f"drive_storage_{fault.value}"
+    return drive
+
+
+def _needs_storage(fault: StorageFault) -> Callable[[Run], str | None]:
+    return lambda run: storage_fault.supports(run, fault)
+
+
+_STORAGE_CLAUSES = ("REC-01", "RES-05", "OWN-04", "INP-01")
+_NO_STORAGE_CHAOS = Chaos(none="the kit faults the store itself during downtime, after a kill; chaos's points and "
+                               "kinds add nothing a storage fault needs")
+SCENARIOS += (
+    Scenario("storage_unreadable", "the store is unreadable after a kill: the runtime starts, says so, writes "
+             "nothing, clears nothing, and goes on once it is restored and retried", _CHAT,
+             (script("su", text_step(faults=HOLD_FIRST), usage="final"),), (), _STORAGE_CLAUSES,
+             _storage_fault(StorageFault.UNREADABLE), _NO_STORAGE_CHAOS, _needs_storage(StorageFault.UNREADABLE)),
+    Scenario("migration_newer_schema", "the store is at a newer schema after a kill (a newer runtime migrated "
+             "it): the runtime refuses to migrate or write, says so, and goes on once it is back and retried", _CHAT,
+             (script("sn", text_step(faults=HOLD_FIRST), usage="final"),), (), _STORAGE_CLAUSES,
+             _storage_fault(StorageFault.NEWER_SCHEMA), _NO_STORAGE_CHAOS, _needs_storage(StorageFault.NEWER_SCHEMA)),
 )
 SCENARIOS_BY_ID: dict[str, Scenario] = {s.id: s for s in SCENARIOS}
 
@@ -530,14 +651,9 @@ def scenario_named(name: str) -> Scenario:
     return found
 
 
-def required_clauses(profile: Profile | str = Profile.CHAT_CORE, resources: set[str] | None = None) -> frozenset[str]:
-    """Clauses that must end valid for a valid verdict of ``profile``: those its scenarios exercise.
-
-    ``resources``: what the adapter declared in ``init_ok.resources``; a scenario that needs one it did not
-    declare is not applicable, and its clauses are required only if another scenario exercises them
-    (``None``: not known yet, every scenario counts)."""
-    return frozenset(c for s in all_scenarios() if s.profile.value == str(profile)
-                     and (resources is None or s.applies({s.profile.value}, resources)) for c in s.clauses)
+def required_clauses(profile: Profile | str = Profile.CHAT_CORE) -> frozenset[str]:
+    """Clauses that must end valid for a valid verdict of ``profile``: those its scenarios exercise."""
+    return frozenset(c for s in all_scenarios() if s.profile.value == str(profile) for c in s.clauses)
 
 
 # --- resources changed during downtime (protocol 1.1: init_ok.resources) ----------------------------
@@ -618,6 +734,14 @@ def drive_resources(run: Run) -> list[ClauseResult]:
     return []
 
 
+def _needs_resources(run: Run) -> str | None:
+    """None when the adapter declares at least one resource (``init_ok.resources``), else why not applicable."""
+    if run.resources & set(RESOURCE_SCRIPTS):
+        return None
+    return (f"init_ok.resources declares none of {', '.join(RESOURCE_SCRIPTS)} (protocol 1.1), so no resource is "
+            "changed during downtime")
+
+
 def resource_script(script_id: str, tool: str) -> dict:
     return script(script_id, tool_step(tool, faults=HOLD_FIRST), text_step(f"done {script_id}"), usage="final")
 
@@ -631,6 +755,6 @@ SCENARIOS += (
              ("RES-01", "RES-02", "RES-04", "RES-06", "RI-02", "INP-01"), drive_resources,
              Chaos(none="the resource changes are this scenario's own faults, made between a kill and the next "
                         "start; chaos's interruption points would only move the kill"),
-             needs=tuple(RESOURCE_SCRIPTS)),
+             _needs_resources),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

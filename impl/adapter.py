@@ -120,7 +120,7 @@ class Adapter:
         self.runtime = Runtime(cfg)
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
-                "resources": RESOURCES}
+                "resources": RESOURCES, "storage": observe.STORAGE_DECL}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)

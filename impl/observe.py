@@ -3,6 +3,10 @@
 Sections this runtime cannot know are not invented: it has no Goals, approvals or Paperclip runs
 (later profiles), so those are sent as null and left out of ``init_ok.observes``. Leases do not
 expire by time (ownership is confirmed by process identity), so ``expires_at`` is null.
+
+Every snapshot carries ``storage``: whether the databases can be read at a schema this runtime knows, and if
+not, the recovery failure and the actions that lead out of it. A store that cannot be read is not read at
+all (its sections are null), and one at a newer schema is not interpreted: nothing is invented.
 """
 
 from __future__ import annotations
@@ -11,11 +15,20 @@ import json
 import sqlite3
 from pathlib import Path
 
+from .schema import (
+    RUNTIME_MIGRATIONS,
+    STORAGE_ACTIONS,
+    USAGE_MIGRATIONS,
+    StorageUnavailable,
+    check_readable,
+)
 from .store import now, process_alive
 
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
 OBSERVES = ["work_items", "turns", "tool_calls", "usage_receipts", "leases", "waits", "fenced_writes"]
+STORE = {"runtime.db": len(RUNTIME_MIGRATIONS), "usage.db": len(USAGE_MIGRATIONS)}  # file -> schema version known
+STORAGE_DECL = {"files": list(STORE), "schema_version": "sqlite_user_version"}
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
 
 
@@ -29,6 +42,10 @@ def _read(path: Path, sql: str, params: tuple = ()) -> list[dict]:
 
 def _read_many(path: Path, queries: list[tuple[str, tuple]]) -> list[list[dict]]:
     """All queries in one read transaction: in WAL mode that is one consistent snapshot."""
+    try:
+        check_readable(path)  # before SQLite opens it: opening a damaged store can discard its WAL
+    except StorageUnavailable as exc:
+        raise sqlite3.DatabaseError(str(exc)) from exc
     conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
     try:
         conn.row_factory = sqlite3.Row
@@ -47,13 +64,40 @@ def failure_state(data_dir: Path) -> dict | None:
         return None
 
 
+def _failed(state: str, reason_code: str, text: str) -> dict:
+    return {"state": state, "reason_code": reason_code, "actions": list(STORAGE_ACTIONS[reason_code]), "text": text}
+
+
+def storage_state(data_dir: Path) -> dict:
+    """The store as it is now; else the failure the last start recorded, until a start loads the facts again
+    (restoring a file does not tell this runtime it is good: Retry does)."""
+    for name, known in STORE.items():
+        path = data_dir / name
+        if not path.exists():
+            continue
+        try:
+            version = _read(path, "PRAGMA user_version")[0]["user_version"]
+        except sqlite3.Error as exc:
+            return _failed("unreadable", "recovery_failed_storage_unavailable",
+                           f"{name} cannot be read ({exc}); nothing was changed. Restore it, then Retry")
+        if version > known:
+            return _failed("migration_failed", "recovery_failed_migration",
+                           f"{name} is at schema version {version}, newer than this runtime knows ({known}); "
+                           "nothing was changed. Run the newer runtime, or restore a backup, then Retry")
+    failed = failure_state(data_dir)
+    if failed:
+        state = "migration_failed" if failed["reason_code"] == "recovery_failed_migration" else "unreadable"
+        return _failed(state, failed["reason_code"], f"the last start could not load its facts: {failed['text']}")
+    return {"state": "ok", "reason_code": None, "actions": [], "text": ""}
+
+
 def snapshot(data_dir: Path) -> dict:
     db, udb = data_dir / "runtime.db", data_dir / "usage.db"
-    failed = failure_state(data_dir)
+    storage = storage_state(data_dir)
+    if storage["state"] != "ok":
+        return {s: None for s in (*OBSERVES, "goals", "approvals", "runs")} | {"storage": storage}
     if not db.exists():
-        if failed:
-            raise Unreadable(f"{failed['reason_code']}: {failed['text']} (actions: {', '.join(failed['actions'])})")
-        return {s: [] for s in OBSERVES} | {"goals": None, "approvals": None, "runs": None}
+        return {s: [] for s in OBSERVES} | {"goals": None, "approvals": None, "runs": None, "storage": storage}
     try:
         items, inputs, turns, calls, leases, fenced, waits = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
@@ -65,8 +109,7 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM waits", ())])
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
-        text = f"{failed['reason_code']}: {failed['text']}" if failed else f"recovery_failed_storage_unavailable: {exc}"
-        raise Unreadable(f"{text} (actions: Retry, Restore backup)") from exc
+        raise Unreadable(f"recovery_failed_storage_unavailable: {exc} (actions: retry, restore_backup)") from exc
     by_work: dict[str, list[dict]] = {}
     for i in inputs:
         by_work.setdefault(i["work_id"], []).append(
@@ -74,8 +117,6 @@ def snapshot(data_dir: Path) -> dict:
     work_items = []
     for w in items:
         status, reason = w["status"], w["reason_code"]
-        if failed and status not in ("finished", "cancelled"):
-            status, reason = "failed", failed["reason_code"]  # recovery could not even read its facts
         work_items.append({
             "work_id": w["work_id"], "session_id": w["session_id"], "kind": w["kind"],
             "desired_state": w["desired_state"], "control_version": w["control_version"], "status": status,
@@ -111,14 +152,15 @@ def snapshot(data_dir: Path) -> dict:
         "fenced_writes": [{"work_id": f["work_id"], "generation": f["stale_generation"],
                            "current_generation": f["current_generation"] or 0, "what": f["op"]} for f in fenced],
         "runs": None,
+        "storage": storage,
     }
 
 
 def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
     """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts."""
     db = data_dir / "runtime.db"
-    if not db.exists():
-        return []
+    if not db.exists() or storage_state(data_dir)["state"] != "ok":
+        return []  # nothing runs on a store it cannot read until the user acts (Retry): nothing is pending
     items, owned = _read_many(db, [
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
          " (status IN ('queued','running') OR (status='waiting' AND reason_code='retry_scheduled'))"

@@ -110,8 +110,35 @@ class StorageUnavailable(Exception):
     """The database file cannot be opened or read."""
 
 
+# The recoverable actions of each storage failure, in the protocol's vocabulary (StorageAction).
+STORAGE_ACTIONS = {
+    "recovery_failed_storage_unavailable": ("retry", "restore_backup"),
+    "recovery_failed_migration": ("retry", "restore_backup", "upgrade_runtime"),
+}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
+
+
+def check_readable(path: Path) -> None:
+    """Refuse a database whose file (or write-ahead log) does not start as SQLite's does, before SQLite opens it.
+
+    Opening is not harmless: SQLite treats a WAL whose header it cannot read as garbage and deletes it when the
+    connection closes, and those are committed facts. A store we cannot read is left exactly as it is."""
+    for part, magics in ((path, (SQLITE_MAGIC,)), (path.with_name(path.name + "-wal"), WAL_MAGICS)):
+        try:
+            with part.open("rb") as f:
+                head = f.read(len(magics[0]))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StorageUnavailable(f"cannot read {part}: {exc}") from exc
+        if head and not any(m.startswith(head) for m in magics):  # empty: a new file; a prefix: SQLite decides
+            raise StorageUnavailable(f"{part} is not a readable SQLite file (its header is damaged)")
+
+
 def connect(path: Path) -> Database:
-    """An autocommit connection (we issue BEGIN IMMEDIATE ourselves) in WAL mode."""
+    """An autocommit connection (we issue BEGIN IMMEDIATE ourselves) in WAL mode, to a file we can read."""
+    check_readable(path)
     try:
         conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -123,15 +150,28 @@ def connect(path: Path) -> Database:
 
 
 def current_version(db: Database) -> int:
+    """The schema version: the newer of the migrations recorded and ``PRAGMA user_version`` (which every migration
+    sets too, so a newer runtime's schema is seen before anything is read or written)."""
+    user_version = int(db.execute("PRAGMA user_version").fetchone()[0] or 0)
     if "schema_version" not in db.table_names():
-        return 0
+        return user_version
     row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return int(row[0] or 0)
+    return max(int(row[0] or 0), user_version)
+
+
+def newer_schema(path: Path, version: int, known: int) -> MigrationFailed:
+    return MigrationFailed(path, version, RuntimeError(
+        f"database is at schema version {version}, newer than this runtime knows ({known}); nothing was changed"))
 
 
 def migrate(db: Database, path: Path, migrations: tuple[str, ...]) -> int:
     """Apply every pending migration, each in its own transaction; return the resulting version."""
-    version = current_version(db)
+    try:
+        version = current_version(db)
+    except sqlite3.Error as exc:  # a damaged page the header check could not see
+        raise StorageUnavailable(f"cannot read {path}: {exc}") from exc
+    if version > len(migrations):  # before any write: a newer runtime's store is left exactly as it is
+        raise newer_schema(path, version, len(migrations))
     if version == len(migrations):
         # A read answered it. CREATE TABLE IF NOT EXISTS would take the write lock even when the table
         # exists, and processes starting together then queue in SQLite's busy handler (tens of ms).
@@ -139,8 +179,7 @@ def migrate(db: Database, path: Path, migrations: tuple[str, ...]) -> int:
     db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
     version = current_version(db)
     if version > len(migrations):
-        raise MigrationFailed(path, version, RuntimeError(
-            f"database is at schema version {version}, this runtime knows only {len(migrations)}"))
+        raise newer_schema(path, version, len(migrations))
     for number, script in enumerate(migrations[version:], start=version + 1):
         conn = db.conn
         try:
@@ -151,6 +190,7 @@ def migrate(db: Database, path: Path, migrations: tuple[str, ...]) -> int:
             for statement in _statements(script):
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version VALUES (?, ?)", (number, time.time()))
+            conn.execute(f"PRAGMA user_version = {int(number)}")  # transactional: it commits with the migration
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:

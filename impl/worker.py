@@ -25,7 +25,7 @@ from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
 from .projection import ProjectionLost, project
-from .schema import MigrationFailed, StorageUnavailable, open_runtime_db, open_usage_db
+from .schema import STORAGE_ACTIONS, MigrationFailed, StorageUnavailable, open_runtime_db, open_usage_db
 from .store import Fenced, Identity, fenced, now, one, rows, set_status
 
 log = logging.getLogger("recoverykit.impl.worker")
@@ -36,6 +36,9 @@ class Worker:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.stop = False
+        me = Identity.me(cfg.host_id)
+        # facts first: a worker that cannot read or migrate them exits before it binds or claims anything
+        self.ctx = Ctx(cfg, open_runtime_db(cfg.path), open_usage_db(cfg.path), me, lambda: self.stop)
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         self.wake_path = cfg.run_dir / f"wake-{os.getpid()}.sock"
         self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -47,8 +50,6 @@ class Worker:
         signal.set_wakeup_fd(self.sig_w.fileno())
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
-        me = Identity.me(cfg.host_id)
-        self.ctx = Ctx(cfg, open_runtime_db(cfg.path), open_usage_db(cfg.path), me, lambda: self.stop)
 
     def _on_term(self, signum, frame) -> None:
         self.stop = True
@@ -225,7 +226,7 @@ def wake_all(run_dir: Path, exclude: Path | None = None) -> None:
 
 def record_recovery_failure(data_dir: Path, reason_code: str, text: str) -> None:
     """Storage we cannot read or migrate: say so durably beside it, clear nothing."""
-    state = {"reason_code": reason_code, "text": text, "actions": ["Retry", "Restore backup"], "at": now()}
+    state = {"reason_code": reason_code, "text": text, "actions": list(STORAGE_ACTIONS[reason_code]), "at": now()}
     (data_dir / "recovery_failed.json").write_text(json.dumps(state))
 
 
@@ -239,7 +240,7 @@ def main() -> int:
         record_recovery_failure(cfg.path, "recovery_failed_migration", str(exc))
         log.error("recovery failed: %s", exc)
         return 3
-    except (StorageUnavailable, OSError) as exc:
+    except (StorageUnavailable, sqlite3.Error, OSError) as exc:
         record_recovery_failure(cfg.path, "recovery_failed_storage_unavailable", str(exc))
         log.error("recovery failed: %s", exc)
         return 3

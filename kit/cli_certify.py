@@ -39,7 +39,10 @@ STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_appl
               show_default=True, help="Hypothesis settings profile of the lockstep machine.")
 @click.option("--only", multiple=True, metavar="CASE",
               help="Run only these cases: scenario ids or `lockstep` (repeatable); used by replay commands.")
-def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only) -> None:
+@click.option("--strict-evidence", is_flag=True,
+              help="A required clause held valid only by what the runtime reports about itself (observe), with no "
+                   "evidence of the kit's own (provider ledger, witness log, process table), is unknown.")
+def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only, strict_evidence) -> None:
     """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
 
     Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error;
@@ -77,7 +80,7 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
 
     options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
                       settings_profile=settings_profile, only=tuple(only),
-                      progress=progress)
+                      progress=progress, strict_evidence=strict_evidence)
     from recoverykit.conformance.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     try:
@@ -95,19 +98,25 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
 
 
 def _table(cert, console: Console) -> None:
+    from recoverykit.conformance.proofs import proof_of
     table = Table(title=rich_text(f"recoverykit certify: {cert.adapter_info.get('name', cert.adapter)} "
                                   f"{cert.adapter_info.get('version', '')}"))
     table.add_column("clause")
     table.add_column("verdict")
     table.add_column("required")
+    table.add_column("evidence")
+    table.add_column("proof")
     quiet = {Verdict.UNKNOWN: 0, Verdict.NOT_APPLICABLE: 0}
     judged = {c for case in cert.cases for r in case.results for c in [r.clause_id]}
     for clause_id, verdict in sorted(cert.clauses.items()):
         if clause_id not in judged and clause_id not in cert.required and verdict in quiet:
             quiet[verdict] += 1  # never exercised: counted below, listed in results.json
             continue
+        basis = cert.bases.get(clause_id, "")
+        proof = proof_of(clause_id) if basis else ""
         table.add_row(clause_id, f"[{STYLE[verdict.value]}]{verdict.value}[/]",
-                      "yes" if clause_id in cert.required else "")
+                      "yes" if clause_id in cert.required else "", basis,
+                      "[yellow]unproven[/]" if proof == "unproven" and verdict is Verdict.VALID else proof)
     console.print(table)
     console.print(f"{quiet[Verdict.UNKNOWN]} more clauses of the declared profiles were never exercised (unknown) "
                   f"and {quiet[Verdict.NOT_APPLICABLE]} belong to undeclared profiles (not applicable); "

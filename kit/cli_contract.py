@@ -84,3 +84,54 @@ def show(clause_id: str, as_json: bool) -> None:
 def docs() -> None:
     """Print docs/contract.md (regenerate: recoverykit contract docs > docs/contract.md)."""
     _write(render_markdown())
+
+
+@contract.command("coverage")
+@click.option("--json", "as_json", is_flag=True, help="Print the coverage document as JSON.")
+@click.option("--results", "results_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Take the reference verdicts from this certify results.json instead of running certify on the "
+                   "bundled reference runtime (about 10 s).")
+def coverage_command(as_json: bool, results_path: str | None) -> None:
+    """Per clause: profile, the checks that judge it, their evidence, killing mutants, the reference verdict."""
+    from recoverykit.reports.coverage import coverage
+    verdicts = _reference_verdicts(results_path)
+    doc = coverage(verdicts)
+    if as_json:
+        _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="what the kit judges, per clause")
+    for name in ("clause", "profile", "status", "reference", "evidence", "checks", "killing mutants"):
+        table.add_column(name, overflow="fold")
+    for row in doc["clauses"]:
+        if row["checks"] or row["killing_mutants"]:
+            table.add_row(row["clause"], row["profile"], row["status"], row["reference_verdict"],
+                          row["evidence"] or "", ", ".join(x["check"] for x in row["checks"]),
+                          ", ".join(row["killing_mutants"]))
+    console = Console()
+    console.print(table)
+    for profile, t in doc["profiles"].items():
+        share = t["judged_share_of_observable"]
+        console.print(f"{profile}: {t['clauses']} clauses, {t['observable']} observable from outside; "
+                      f"{t['with_check']} with a check, {t['valid']} valid on the reference runtime, "
+                      f"{t['proven']} proven by a mutant, {t['judged']} judged ({t['unproven']} unproven)"
+                      + (f"; {share:.0%} of the observable judged" if share is not None else ""), highlight=False)
+
+
+def _reference_verdicts(results_path: str | None) -> dict[str, str]:
+    """clause -> verdict, from a results.json or a fresh certify run of the bundled reference runtime."""
+    if results_path is not None:
+        try:
+            with open(results_path, encoding="utf-8") as f:
+                doc = json.loads(f.read())
+            return {c: v["verdict"] for c, v in doc["clauses"].items()}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise click.UsageError(f"--results {results_path}: not a certify results.json ({exc})") from None
+    import tempfile
+
+    from recoverykit.conformance.certify import Options, certify
+    with tempfile.TemporaryDirectory(prefix="rk-coverage-") as out:
+        cert = certify(Options(out=__import__("pathlib").Path(out) / "certify"))
+        return {c: v.value for c, v in cert.clauses.items()}

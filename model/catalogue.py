@@ -288,6 +288,30 @@ class RecoveryPolicy(StrEnum):
     DISABLED = "disabled"
 
 
+class StorageState(StrEnum):
+    """What the runtime can do with its durable store (seed 000, Interruption recovery step 1, and Restart
+    failure acceptance: "unavailable databases, broken migrations ... need explicit states")."""
+
+    OK = "ok"
+    UNREADABLE = "unreadable"  # the store cannot be opened or read
+    MIGRATION_FAILED = "migration_failed"  # a migration failed, or the store is at a schema newer than the runtime
+
+
+class StorageAction(StrEnum):
+    """The recoverable actions a storage failure offers (seed 000: "explicit states and recoverable actions")."""
+
+    RETRY = "retry"  # read the store again; the kit takes it by sending ``start`` once the store is back
+    RESTORE_BACKUP = "restore_backup"  # a person puts a good copy of the store back
+    UPGRADE_RUNTIME = "upgrade_runtime"  # run the runtime version that wrote the newer schema
+
+
+class StorageFault(StrEnum):
+    """Storage faults the kit applies itself, during downtime, to a store the adapter declared."""
+
+    UNREADABLE = "unreadable"  # the first bytes of every declared file inverted (kept, restored exactly)
+    NEWER_SCHEMA = "newer_schema"  # PRAGMA user_version of the first declared file raised by one
+
+
 class RecoveryMode(StrEnum):
     """Exactly one per recovery decision (seed 000, Interruption recovery step 3)."""
 

@@ -55,11 +55,15 @@ def _run(snapshot=None, *, ledger=None, executions=(), extra=None, quiescent=Tru
 
 
 def _verdicts(ev):
-    return {r.clause_id: r.verdict for r in check(ev)}
+    return merge(check(ev))  # a clause several checks judge: any invalid is invalid, else any valid
+
+
+def _restarted(rec):
+    rec.fault("tree_kill", pids=[1])
 
 
 def test_an_honest_run_is_valid_where_exercised():
-    v = _verdicts(_run(executions=[_execution("t1.0.1.0")]))
+    v = _verdicts(_run(executions=[_execution("t1.0.1.0")], extra=_restarted))
     for clause in ("INP-01", "FA-15", "USG-03", "USG-05", "USG-10", "OWN-02", "OWN-06", "RI-02", "UI-05", "REC-06"):
         assert v[clause] is Verdict.VALID, clause
     assert v["RI-03"] is Verdict.UNKNOWN  # nothing was stopped: not exercised, so not a pass
@@ -99,6 +103,20 @@ def test_summed_cumulative_usage_is_invalid():
 def test_a_receipt_counted_twice_is_invalid():
     ev = _run(_snapshot(receipts=[_receipt(), {**_receipt(), "receipt_id": "dup"}]))
     assert _verdicts(ev)["USG-03"] is Verdict.INVALID
+
+
+def test_a_parent_total_beside_its_child_receipts_is_counted_twice():
+    """The seed's example of counting twice: a total receipt that names no attempt beside the receipts it sums."""
+    ledger = _ledger("r1") + _ledger("r2", seq=2, time=2.0)
+    receipts = [_receipt("r1"), _receipt("r2"), {**_receipt("turn-1", tokens=(20, 10)), "receipt_id": "total"}]
+    results = {r.clause_id: r for r in check(_run(_snapshot(receipts=receipts), ledger=ledger))}
+    assert results["USG-03"].verdict is Verdict.INVALID
+    assert "adds up receipts ['r1', 'r2']" in results["USG-03"].text
+    assert results["USG-10"].verdict is Verdict.VALID  # a double count, not a fabrication
+    other = [_receipt("r1"), _receipt("r2"), {**_receipt("turn-1", tokens=(7, 1)), "receipt_id": "total"}]
+    results = {r.clause_id: r for r in check(_run(_snapshot(receipts=other), ledger=ledger))}
+    assert results["USG-03"].verdict is Verdict.VALID
+    assert results["USG-10"].verdict is Verdict.INVALID  # usage no attempt accounts for: fabricated
 
 
 def test_fabricated_usage_for_a_lost_response_is_invalid():
@@ -182,7 +200,7 @@ def test_two_leases_or_a_generation_going_back_is_invalid():
 
 def test_duplicate_continuation_is_invalid():
     turn = {"turn_id": "t", "work_id": "w1", "continuation_key": "k", "predecessor": None, "status": "completed"}
-    v = _verdicts(_run(_snapshot(turns=[turn, {**turn, "turn_id": "t2"}])))
+    v = _verdicts(_run(_snapshot(turns=[turn, {**turn, "turn_id": "t2"}]), extra=_restarted))
     assert v["REC-06"] is Verdict.INVALID
 
 
@@ -215,8 +233,10 @@ def test_first_turns_without_a_continuation_key_never_collide():
     v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2", "work_id": "w2"}])))
     assert v["REC-06"] is Verdict.UNKNOWN  # no keyed turn: nothing judged, never a pass
     keyed = {**first, "turn_id": "t3", "continuation_key": "k"}
-    v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2"}, keyed])))
+    v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2"}, keyed]), extra=_restarted))
     assert v["REC-06"] is Verdict.VALID
+    v = _verdicts(_run(_snapshot(turns=[first, {**first, "turn_id": "t2"}, keyed])))
+    assert v["REC-06"] is Verdict.UNKNOWN  # no restart: no recovery could admit a continuation twice
 
 
 def _around(event, after_desired, *, between=None):

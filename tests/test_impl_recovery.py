@@ -294,18 +294,19 @@ def test_worker_start_on_a_newer_schema_is_recovery_failed_and_clears_nothing(tm
     assert done.returncode == 3, done.stderr
     state = json.loads((tmp_path / "recovery_failed.json").read_text())
     assert state["reason_code"] == "recovery_failed_migration" and "99" in state["text"]
-    snap = observe.snapshot(tmp_path)
-    assert [(w["work_id"], w["status"], w["reason_code"]) for w in snap["work_items"]] == [
-        (work_id, "failed", "recovery_failed_migration")]
-    assert len(rows(ctx.db, "SELECT * FROM inputs")) == 1
+    snap = observe.snapshot(tmp_path)  # a schema this runtime does not know is not interpreted: its state says so
+    assert snap["storage"]["state"] == "migration_failed" and snap["work_items"] is None
+    assert snap["storage"]["reason_code"] == "recovery_failed_migration" and "retry" in snap["storage"]["actions"]
+    assert [r["work_id"] for r in rows(ctx.db, "SELECT * FROM inputs")] == [work_id]
 
 
 def test_unreadable_database_is_storage_unavailable(tmp_path):
     (tmp_path / "runtime.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(StorageUnavailable):
         open_runtime_db(tmp_path)
-    with pytest.raises(observe.Unreadable, match="recovery_failed_storage_unavailable"):
-        observe.snapshot(tmp_path)
+    storage = observe.snapshot(tmp_path)["storage"]
+    assert (storage["state"], storage["reason_code"]) == ("unreadable", "recovery_failed_storage_unavailable")
+    assert (tmp_path / "runtime.db").read_bytes() == b"this is not a database" * 100  # left exactly as it was
 
 
 def test_lost_projection_events_are_explicit_and_rebuildable(tmp_path):

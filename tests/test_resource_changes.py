@@ -193,12 +193,16 @@ def test_res_06_needs_the_users_action_after_the_restoration():
         is Verdict.UNKNOWN
 
 
-def test_the_scenario_is_required_only_of_an_adapter_declaring_a_resource():
+def test_the_scenario_applies_only_to_an_adapter_declaring_a_resource():
     scenario = SCENARIOS_BY_ID["resources_after_downtime"]
-    assert scenario.applies({"chat_core"}, {"model"}) and not scenario.applies({"chat_core"}, set())
-    assert {"RES-01", "RES-02", "RES-04", "RES-06"} <= required_clauses("chat_core", {"working_dir"})
-    assert not {"RES-01", "RES-02", "RES-04", "RES-06"} & required_clauses("chat_core", set())
-    assert "INP-01" in required_clauses("chat_core", set())  # other scenarios still require theirs
+
+    class Declared:  # what the scenario reads of a Run
+        def __init__(self, *resources: str) -> None:
+            self.resources = set(resources)
+
+    assert scenario.missing_capability(Declared("model")) is None
+    assert "init_ok.resources" in scenario.missing_capability(Declared())
+    assert {"RES-01", "RES-02", "RES-04", "RES-06"} <= set(scenario.clauses) <= required_clauses("chat_core")
 
 
 # --- the kit's side of a resource change: the provider's refusals and the probe's directory -----------------

@@ -1,0 +1,72 @@
+"""OWN-02 from the provider's record of who called it: two live senders of one script at once are two owners."""
+
+from __future__ import annotations
+
+from recoverykit.conformance.checker import Evidence
+from recoverykit.conformance.checks_owners import check_one_sender
+from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.peer import sender_of
+from recoverykit.model.catalogue import Verdict
+
+
+def _attempt(seq, pid, sent, answered):
+    out = [{"event": "request", "seq": seq, "time": sent, "request_id": f"r{seq}", "script_id": "t1", "step": 0,
+            "sender_pid": pid, "sender_create_time": 100.0 + pid}]
+    if answered is not None:
+        out.append({"event": "response", "seq": seq, "time": answered, "delivered": True})
+    return out
+
+
+def _history(fault_at=None):
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    if fault_at is not None:
+        rec.now = fault_at
+        rec.fault("tree_kill", pids=[1])
+    return rec.history
+
+
+def _v(history, ledger):
+    return {r.clause_id: r.verdict for r in check_one_sender(Evidence(history, ledger))}
+
+
+def test_one_sender_at_a_time_holds():
+    ledger = _attempt(1, 1, 1.0, 2.0) + _attempt(2, 2, 3.0, 3.5)  # handed over after the first finished
+    assert _v(_history(), ledger) == {"OWN-02": Verdict.VALID}
+
+
+def test_two_live_senders_at_once_break_own02():
+    ledger = _attempt(1, 1, 1.0, 4.0) + _attempt(2, 2, 2.0, 2.5)
+    assert _v(_history(), ledger) == {"OWN-02": Verdict.INVALID}
+    assert _v(_history(), _attempt(1, 1, 1.0, None) + _attempt(2, 2, 2.0, 2.5)) == {"OWN-02": Verdict.INVALID}
+
+
+def test_an_open_request_left_by_a_killed_process_is_no_second_owner():
+    ledger = _attempt(1, 1, 1.0, 4.0) + _attempt(2, 2, 2.0, 2.5)
+    assert _v(_history(fault_at=1.5), ledger) == {"OWN-02": Verdict.VALID}
+
+
+def test_a_client_gone_within_the_tolerance_is_no_second_owner():
+    ledger = _attempt(1, 1, 1.0, 2.1) + _attempt(2, 2, 2.0, 2.5)
+    assert _v(_history(), ledger) == {"OWN-02": Verdict.VALID}
+
+
+def test_no_sender_is_unknown_never_valid():
+    ledger = [{**r, "sender_pid": None} for r in _attempt(1, 1, 1.0, 2.0)]
+    assert _v(_history(), ledger) == {"OWN-02": Verdict.UNKNOWN}
+
+
+def test_the_peer_of_a_local_connection_is_this_process():
+    import os
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        with socket.create_connection(server.getsockname()):
+            conn, address = server.accept()
+            with conn:
+                found = sender_of(address, server.getsockname())
+    assert found is not None and found["pid"] == os.getpid()
+    assert sender_of(("127.0.0.1", 1), ("127.0.0.1", 2)) is None

@@ -1,0 +1,55 @@
+"""The bounded kill matrix in CI: each mutant of tests/mutants/ against the one case that should kill it.
+
+A check that stops failing breaks CI here: the mutant must come out ``invalid`` naming its own clause, and its
+changed statement must have run (else the mutant is dead code and its "kill" proves nothing). The whole matrix
+(certify, then chaos) is ``python benchmarks/mutants.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "mutants"))
+import kill
+import mutate
+
+MUTANTS = mutate.load()
+KNOWN_SURVIVORS: dict[str, str] = {}  # name -> why its check cannot kill it yet (xfail, strict)
+
+
+def test_the_library_holds_at_least_thirty_mutants_with_unique_names():
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+    assert len(MUTANTS) >= 30, f"only {len(MUTANTS)} mutants"
+
+
+def test_every_mutant_materializes_and_compiles(tmp_path):
+    for m in MUTANTS:
+        dest = mutate.materialize(m, tmp_path / m.name)
+        assert (dest / m.package / m.file).read_text().count(f".hit({m.name!r})") == 1
+
+
+@pytest.mark.parametrize("m", [pytest.param(m, id=m.name, marks=[pytest.mark.xfail(
+    reason=KNOWN_SURVIVORS[m.name], strict=True)] if m.name in KNOWN_SURVIVORS else []) for m in MUTANTS])
+def test_the_mutant_is_killed_naming_its_clause(m, tmp_path):
+    outcome = kill.run(m, tmp_path)
+    stage = outcome.stages[0]
+    assert outcome.ran, f"{m.name}: the mutated statement never ran in {m.case}; it proves nothing"
+    assert outcome.kills_clause, (
+        f"{m.name} survived {m.case}: verdict {stage.verdict}, invalid clauses {stage.invalid}, expected "
+        f"{m.clause} invalid. {stage.message}\nreplay: {' '.join(stage.argv)}")
+
+
+def test_the_shipped_proofs_name_exactly_the_library_s_mutants():
+    """conformance/proofs.json is what certify and coverage call proven; each entry is a mutant the tests above
+    kill naming that clause, so a mutant dropped, renamed or retargeted must be re-proven and re-written
+    (python benchmarks/mutants.py --bounded --write-proofs)."""
+    from recoverykit.conformance.proofs import PROOFS
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import mutants as matrix
+
+    expected = matrix.proofs_of((m.clause, m.name) for m in MUTANTS if m.name not in KNOWN_SURVIVORS)
+    assert json.loads(PROOFS.read_text())["clauses"] == expected["clauses"]
