@@ -234,6 +234,7 @@ def test_the_provider_refuses_a_missing_model_and_a_revoked_key_as_openai_does(t
         provider.restore("rm")
         provider.restore("rc")
         assert ask("rm").choices[0].message.content == ask("rc").choices[0].message.content == "done"
+        provider.wait_settled()  # a response record is written just after the reply went out
         records = provider.records()
     requests = [r for r in records if r["event"] == "request"]
     assert [r["model"] for r in requests] == ["m1", "m1", "another", "m1", "m1"]  # ...and seen in the ledger
