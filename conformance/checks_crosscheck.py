@@ -35,7 +35,7 @@ from recoverykit.conformance.provider_ledger import calls
 from recoverykit.conformance.witness import Execution
 from recoverykit.model.catalogue import Verdict
 
-NOT_A_RESTART = {"clock_jump"}  # faults that take no process down
+NOT_A_RESTART = {"clock_jump", "resource_missing", "resource_restored"}  # faults that take no process down
 
 
 def _restarts(ev: Evidence) -> list[Fault]:

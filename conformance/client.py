@@ -218,10 +218,11 @@ class AdapterClient:
         return reply
 
     def handshake(self, *, data_dir: str | Path, provider_base_url: str, failpoint_socket: str | Path,
-                  probe_tools: Sequence[ProbeTool] = ()) -> InitOk:
+                  probe_tools: Sequence[ProbeTool] = (), model: str | None = None,
+                  api_key: str | None = None) -> InitOk:
         init = Init(msg_id=next(self._ids), protocol_version=PROTOCOL_VERSION, data_dir=str(data_dir),
                     provider_base_url=provider_base_url, probe_tools=list(probe_tools),
-                    failpoint_socket=str(failpoint_socket), run_marker=self.run_marker)
+                    failpoint_socket=str(failpoint_socket), run_marker=self.run_marker, model=model, api_key=api_key)
         reply = self.request(init)
         if isinstance(reply, ErrorReply):
             raise OperationFailed("init", reply.code, reply.text, reply.definite)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -37,12 +38,13 @@ from recoverykit.conformance.killer import ProcRef
 from recoverykit.conformance.private_files import copy_tree, private_dir
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_rpcs import InitOk
-from recoverykit.conformance.provider import ScriptedProvider
+from recoverykit.conformance.provider import ScriptedProvider, key_fingerprint
 from recoverykit.conformance.provider_script import ProviderScript
 from recoverykit.conformance.reaper import new_marker
 from recoverykit.conformance.witness import read_witness
 
 IDENTITY_TOLERANCE_S = 0.05
+RUN_MODEL = "rk-model-1"  # the model every run's runtime is told to use (init.model)
 MAX_DATA_DIR = 48  # bytes; leaves a runtime room for socket names under it
 
 
@@ -117,6 +119,9 @@ class Run:
         self.clock_offset_s = 0.0
         self.host_id = "host-a"
         self.failpoints = ""
+        self.model = RUN_MODEL
+        self.api_key = f"sk-rk-{secrets.token_hex(12)}"  # this run's provider credential (init.api_key)
+        self.probe_tools: list = []
 
     # --- setting up and tearing down ----------------------------------------------------------------
 
@@ -131,6 +136,7 @@ class Run:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.recorder = Recorder(self.run_dir / "history.jsonl")
             self.provider = ScriptedProvider(self.script, self.ledger_path)
+            self.provider.models.add(self.model)
             if self.broker_factory is not None:
                 self.broker = self.broker_factory(self.run_dir)
             socket_path = self.broker.address if self.broker else str(self.run_dir / "failpoints.sock")
@@ -138,15 +144,18 @@ class Run:
                                         slow_timeout_s=self.slow_timeout_s, run_marker=self.marker,
                                         cwd=os.getcwd())
             self.client.start()
-            invoke = self.recorder.invoke("init", {"data_dir": str(self.data_dir)})
+            invoke = self.recorder.invoke("init", {"data_dir": str(self.data_dir), "model": self.model,
+                                                   "api_key_sha256": key_fingerprint(self.api_key)})
+            self.probe_tools = standard_probe_tools(self.witness_path)
             try:
                 self.init_ok = self.client.handshake(
                     data_dir=self.data_dir, provider_base_url=self.provider.base_url, failpoint_socket=socket_path,
-                    probe_tools=standard_probe_tools(self.witness_path))
+                    probe_tools=self.probe_tools, model=self.model, api_key=self.api_key)
             except (ProtocolError, OperationFailed) as exc:
                 self._failed(invoke, exc)
                 raise
-            self.recorder.complete(invoke, "ok", {"name": self.init_ok.name, "version": self.init_ok.version})
+            self.recorder.complete(invoke, "ok", {"name": self.init_ok.name, "version": self.init_ok.version,
+                                                  "resources": sorted(self.resources)})
         except BaseException:
             self.close()
             raise
@@ -200,6 +209,11 @@ class Run:
         return {str(p) for p in self.init_ok.profiles} if self.init_ok else set()
 
     @property
+    def resources(self) -> set[str]:
+        """Resources the adapter declared it rechecks after a restart (``init_ok.resources``, protocol 1.1)."""
+        return {str(r) for r in self.init_ok.resources} if self.init_ok else set()
+
+    @property
     def history(self):
         return self.recorder.history
 
@@ -229,11 +243,16 @@ class Run:
         self.recorder.complete(invoke, "info", {"code": code, "text": str(exc), "protocol": exc.verdict.value})
 
     def start(self, *, failpoints: str | None = None, clock_offset_s: float | None = None,
-              host_id: str | None = None) -> Outcome:
+              host_id: str | None = None, probe_tools: list | None = None) -> Outcome:
+        """``probe_tools``: the tools as they are now (a changed version is a resource change); None keeps them."""
         self.failpoints = self.failpoints if failpoints is None else failpoints
         self.clock_offset_s = self.clock_offset_s if clock_offset_s is None else clock_offset_s
         self.host_id = host_id or self.host_id
-        return self.op("start", failpoints=self.failpoints, clock_offset_s=self.clock_offset_s, host_id=self.host_id)
+        if probe_tools is not None:
+            self.probe_tools = list(probe_tools)
+        tools = None if probe_tools is None else [t.model_dump(mode="json") for t in probe_tools]
+        return self.op("start", failpoints=self.failpoints, clock_offset_s=self.clock_offset_s, host_id=self.host_id,
+                       probe_tools=tools)
 
     def restart(self, kind: str, **env: Any) -> Outcome:
         self.recorder.fault(kind, via="adapter")

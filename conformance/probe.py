@@ -18,7 +18,8 @@ argv (fixed by the kit, passed in ``init``): ``--witness PATH --name NAME --effe
 - ``detach``: start a new session first (survives a kill of the caller's process group);
 - ``output``: text echoed in the result.
 
-Witness: one JSON line per phase (``start`` when the effect begins, ``finish`` when it is done),
+Witness: one JSON line per phase (``start`` when the effect begins, with the directory the tool runs in
+and its declared version; ``finish`` when it is done; ``emitted`` once its result is out),
 each one ``os.write`` on an ``O_APPEND`` descriptor, so concurrent probes never interleave. The
 result is one JSON line on stdout: ``{"probe_token", "tool", "pid", "outcome", "output"}``.
 """
@@ -172,6 +173,14 @@ def hold(broker: str | None, witness_path: str, token: str, work_id: str) -> Non
         time.sleep(0.02)
 
 
+def _cwd() -> str | None:
+    """The directory the runtime ran this tool in (None if it was removed under it)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -189,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             "pid": os.getpid(), "ppid": os.getppid(), "create_time": process_create_time(),
             "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")}
     witness(ns.witness, {**base, "phase": "start", "time": time.time(), "sleep_s": args.get("sleep_s", 0),
-                         "hold": bool(args.get("hold")), "emits": True})
+                         "hold": bool(args.get("hold")), "emits": True, "cwd": _cwd()})
     if args.get("sleep_s"):
         time.sleep(float(args["sleep_s"]))
     outcome = "ok" if exit_code == 0 else "failed"

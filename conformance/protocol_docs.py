@@ -41,6 +41,12 @@ CHANGELOG = """\
   declares it sends `snapshot.storage` ([StorageStatus](#storagestatus)) on every observe; while the store is
   not `ok` the declared sections may be null. `retry` is taken by sending `start` again. Adapters of 1.0 need
   no change: without the declaration the storage scenarios are not applicable.
+- **1.1** (also): resources that can change during downtime (docs/adapter-guide.md, section 9), all optional:
+  `init.model` and `init.api_key` (the model and credential every provider request must carry),
+  `submit.working_dir` (the session's working directory), `start.probe_tools` (the tools as they are now,
+  e.g. with a changed `version`) and `init_ok.resources` (which of `model`, `credentials`, `working_dir`,
+  `tool_version` the runtime rechecks after a restart; the kit changes only those). A 1.0 adapter ignores
+  the new keys and declares nothing: its resource clauses stay unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

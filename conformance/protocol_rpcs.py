@@ -25,6 +25,9 @@ from recoverykit.model.catalogue import (
 SchemaVersionKind = Literal["sqlite_user_version"]
 
 PointName = Literal[tuple(p.name for p in INTERRUPTION_POINTS)]  # type: ignore[valid-type]
+# Resources the kit can change during downtime (between a stop or kill and the next start), since 1.1. An
+# adapter declares in ``init_ok.resources`` the ones its runtime rechecks; the kit changes only those.
+ResourceKind = Literal["model", "credentials", "working_dir", "tool_version"]
 
 
 class ProbeTool(Record):
@@ -76,6 +79,10 @@ class Init(Request):
     run_marker: str = Field(
         description="Put this in the environment of every process you start as RECOVERYKIT_RUN_MARKER, so the kit "
         "can find and reap leftovers.")
+    model: str | None = Field(None, description="Since 1.1, optional: the model every provider request must name; "
+                              "never another one (absent: the runtime's own choice).")
+    api_key: str | None = Field(None, description="Since 1.1, optional: the provider credential, sent as "
+                                "`Authorization: Bearer <api_key>`; never another one (absent: any).")
 
 
 class InitOk(Reply):
@@ -87,6 +94,9 @@ class InitOk(Reply):
     failpoints: list[PointName] = Field(description="Interruption points the runtime calls (runtime reach).")
     restart_kinds: list[RestartKind] = Field(description="Kinds `restart` can perform.")
     observes: list[Section] = Field(description="Snapshot sections `observe` fills; the others are sent as null.")
+    resources: list[ResourceKind] = Field(
+        default_factory=list, description="Since 1.1, optional: resources the runtime rechecks after a restart "
+        "(docs/adapter-guide.md); the kit changes only these during downtime, the others' clauses stay unknown.")
     storage: StorageDecl | None = Field(
         None, description="Since 1.1, optional: the durable store the kit may fault (an unreadable store, a newer "
         "schema). Absent or null: the storage scenarios are not applicable, never passed.")
@@ -101,6 +111,9 @@ class Submit(Request):
     text: str = Field(description="The user's text.")
     client_msg_id: str = Field(
         description="The client's id for this input; a resubmission with the same id is one input.")
+    working_dir: str | None = Field(
+        None, description="Since 1.1, optional, set only for adapters declaring `working_dir`: the session's working "
+        "directory; its tools run there and nowhere else (absent or null: the runtime's own).")
 
 
 class SubmitOk(Reply):
@@ -241,6 +254,9 @@ class Start(Request):
     failpoints: str = Field(description="Put in the runtime's environment as RECOVERYKIT_FAILPOINTS ('' disarms all).")
     clock_offset_s: float = Field(description="Seconds the runtime must add to its wall clock (long downtime).")
     host_id: str = Field(description="The host identity the runtime must record and compare for ownership.")
+    probe_tools: list[ProbeTool] | None = Field(
+        None, description="Since 1.1, optional: the probe tools as they are now, replacing those of `init` (a "
+        "changed `version` is a resource change during downtime); absent or null: unchanged.")
 
 
 class StartOk(Reply):

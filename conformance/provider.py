@@ -15,7 +15,14 @@ by an ``X-Request-Id`` header the runtime sent.
 
 A scripted hold parks the request and tells the kit (``wait_for_held``), which makes "provider
 request in flight" and "response mid-stream" reachable without the runtime's cooperation; the kit
-then kills the runtime, or ``release``s the request. Kit endpoints for an out-of-process kit:
+then kills the runtime, or ``release``s the request (``auto_release`` lets every later hold go at once).
+
+Resources the kit takes away during downtime (``refuse``, undone by ``restore``), per script so that
+variants run side by side in one run: a request of that script naming the missing model is answered
+as OpenAI does, HTTP 404 ``model_not_found``, and one carrying a revoked key HTTP 401
+``invalid_api_key`` (the credential is checked first). Every request record carries the model it named
+and a fingerprint of its bearer key (``api_key_sha256``, never the key), so "no automatic switch of
+model or account" is read from the ledger. Kit endpoints for an out-of-process kit:
 ``GET /_kit/held``, ``POST /_kit/release`` (``{"seq": N}`` or ``{}`` for all), ``GET /_kit/ledger``;
 each needs ``provider.token`` (a random secret of this provider) in the ``X-Recoverykit-Token`` header.
 
@@ -157,6 +164,10 @@ class ScriptedProvider:
         self._open: set[int] = set()  # admitted requests whose response record is not written yet
         self._resume_from(read_ledger(ledger_path))
         self._closing = False
+        self._auto_release = False
+        self.models: set[str] = set()  # models ``GET /v1/models`` lists besides the scripts' own (the run's model)
+        self._missing_models: dict[str, set[str]] = {}  # script id -> models answered 404 for it
+        self._revoked_keys: dict[str, set[str]] = {}  # script id -> bearer keys answered 401 for it
         self.token = secrets.token_hex(16)  # for the /_kit/ endpoints (X-Recoverykit-Token)
         try:
             self._server = _Server(("127.0.0.1", port), Handler)
@@ -191,6 +202,7 @@ class ScriptedProvider:
 
     def admit(self, body: dict[str, Any], header_request_id: str | None,
               idempotency_key: str | None = None, sender: dict[str, Any] | None = None,
+              authorization: str | None = None,
               ) -> tuple[Planned | None, str, int, str]:
         """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits."""
         script, step_index, why = self.script.select(body.get("messages", []))
@@ -212,7 +224,8 @@ class ScriptedProvider:
                            script_id=script.id if script else None, step=step_index,
                            script_steps=len(script.steps) if script else None, stream=bool(body.get("stream")),
                            include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
-                           model=body.get("model"), idempotency_key=idempotency_key,
+                           model=body.get("model"), api_key_sha256=key_fingerprint(bearer_key(authorization)),
+                           idempotency_key=idempotency_key,
                            sender_pid=(sender or {}).get("pid"), sender_create_time=(sender or {}).get("create_time"),
                            **_conversation(body))
         if step is None:
@@ -231,6 +244,8 @@ class ScriptedProvider:
             if self._closing:
                 return False
             self._held[plan.seq] = held
+            if self._auto_release:
+                held._event.set()
             self._lock.notify_all()
         if self._on_held is not None:
             self._on_held(held)
@@ -301,6 +316,50 @@ class ScriptedProvider:
                 h._event.set()
         return len(chosen)
 
+    def auto_release(self, on: bool = True) -> None:
+        """From now on every hold is released as soon as it is reached (the drive needs no more of them)."""
+        with self._lock:
+            self._auto_release = on
+        if on:
+            self.release()
+
+    def refuse(self, script_id: str, *, model: str | None = None, api_key: str | None = None) -> None:
+        """Take a resource away from the requests of ``script_id``: ``model`` is then not found (404), ``api_key``
+        revoked (401). Recorded in the ledger (``resource_refused``)."""
+        with self._lock:
+            if model is not None:
+                self._missing_models.setdefault(script_id, set()).add(model)
+            if api_key is not None:
+                self._revoked_keys.setdefault(script_id, set()).add(api_key)
+        self.ledger.append("resource_refused", script_id=script_id, model=model,
+                           api_key_sha256=key_fingerprint(api_key))
+
+    def restore(self, script_id: str) -> None:
+        """Give every resource taken from ``script_id`` back (recorded: ``resource_restored``)."""
+        with self._lock:
+            self._missing_models.pop(script_id, None)
+            self._revoked_keys.pop(script_id, None)
+        self.ledger.append("resource_restored", script_id=script_id)
+
+    def refusal(self, plan: Planned, body: dict[str, Any], authorization: str | None) -> tuple[int, str, str] | None:
+        """(HTTP status, OpenAI error code, message) when a resource of this request is missing, else None."""
+        key, model = bearer_key(authorization), body.get("model")
+        with self._lock:
+            revoked = key is not None and key in self._revoked_keys.get(plan.script.id, set())
+            missing = isinstance(model, str) and model in self._missing_models.get(plan.script.id, set())
+        if revoked:
+            return 401, "invalid_api_key", "Incorrect API key provided. You can find your API key in your account."
+        if missing:
+            return 404, "model_not_found", f"The model `{model}` does not exist or you do not have access to it."
+        return None
+
+    def listed_models(self) -> list[str]:
+        """What ``GET /v1/models`` lists: the scripts' models and ``models``, less those missing for every script."""
+        with self._lock:
+            sets = [self._missing_models.get(s.id, set()) for s in self.script.scripts]
+            known = {s.model for s in self.script.scripts} | self.models
+        return sorted(known - (set.intersection(*sets) if sets else set()))
+
     def records(self) -> list[dict[str, Any]]:
         return self.ledger.records()
 
@@ -329,6 +388,19 @@ class ScriptedProvider:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def bearer_key(authorization: str | None) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header, or None."""
+    if not authorization:
+        return None
+    scheme, _, key = authorization.strip().partition(" ")
+    return (key.strip() or None) if scheme.lower() == "bearer" else None
+
+
+def key_fingerprint(key: str | None) -> str | None:
+    """What the ledger keeps of a credential: enough to tell two keys apart, never the key itself."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16] if key else None
 
 
 def new_response_id(seq: int) -> str:

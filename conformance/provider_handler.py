@@ -146,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith(KIT_PREFIX) and not self._kit_allowed():
             return
         if self.path.rstrip("/") == "/v1/models":
-            models = sorted({s.model for s in self.provider.script.scripts})
+            models = self.provider.listed_models()
             self._send_json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "recoverykit"}
                                                              for m in models]})
         elif self.path == "/_kit/held":
@@ -183,15 +183,25 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._reject(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
             return
+        authorization = self.headers.get("Authorization")
         if not hasattr(self, "_sender"):  # once per connection: keep-alive requests share their sender
             self._sender = sender_of(self.client_address, self.server.server_address)
         plan, why, seq, request_id = self.provider.admit(
-            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), sender=self._sender)
+            body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), sender=self._sender,
+            authorization=authorization)
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,
                                   chunks_sent=0, usage_billed=None, usage_reported=None, usage_chunks=0,
                                   response_id=None, response_id_sent=False, probe_tokens=[], cut=None)
+            return
+        refused = self.provider.refusal(plan, body, authorization)
+        if refused is not None:  # a resource the kit took away: answered as OpenAI does, nothing billed
+            status, code, message = refused
+            self._send_json(status, error_body(message, code=code), request_id)
+            self.provider.respond(seq=seq, request_id=request_id, status=status, delivered=True, chunks_sent=0,
+                                  usage_billed=None, usage_reported=None, usage_chunks=0, response_id=None,
+                                  response_id_sent=False, probe_tokens=[], cut=None, refused=code)
             return
         self._serve_plan(plan, body)
 

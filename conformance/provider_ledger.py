@@ -7,7 +7,8 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
   "script_id", "step", "usage_style", "stream", "include_usage", "model"}``: a request was received
   (``request_id`` from the ``X-Request-Id`` header when sent, else generated; ``response_id`` the
   ``chatcmpl-...`` id its reply carries, unique per attempt, null when no script step fits;
-  ``attempt`` counts requests for the same script step, from 1);
+  ``attempt`` counts requests for the same script step, from 1; ``model`` the model it named,
+  ``api_key_sha256`` a fingerprint of its bearer key, null without one);
 - ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
 - ``{"event": "response", "seq", "time", "request_id", "response_id", "response_id_sent", "status",
   "stream", "delivered", "chunks_sent", "usage_style", "usage_billed", "usage_reported", "usage_chunks",
@@ -17,7 +18,11 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
   off, whatever the usage style); ``usage_reported`` is the last usage the client could have read (None
   when it saw none: always so in style ``none``, and in style ``final`` without ``include_usage``);
   ``usage_chunks`` how many usage objects it could have read (more than one only in style
-  ``cumulative``).
+  ``cumulative``); ``refused`` (``model_not_found`` / ``invalid_api_key``) when a resource the kit took
+  away answered it (404 / 401);
+- ``{"event": "resource_refused", "script_id", "model", "api_key_sha256"}`` and
+  ``{"event": "resource_restored", "script_id"}``: the kit took a resource away from a script's requests,
+  or gave it back.
 
 ``read_ledger`` tolerates a torn last line (a writer killed mid-write); ``calls`` joins a request
 with its response.

@@ -19,6 +19,7 @@ A scenario whose profile the adapter did not declare is reported not applicable,
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -653,3 +654,107 @@ def scenario_named(name: str) -> Scenario:
 def required_clauses(profile: Profile | str = Profile.CHAT_CORE) -> frozenset[str]:
     """Clauses that must end valid for a valid verdict of ``profile``: those its scenarios exercise."""
     return frozenset(c for s in all_scenarios() if s.profile.value == str(profile) for c in s.clauses)
+
+
+# --- resources changed during downtime (protocol 1.1: init_ok.resources) ----------------------------
+
+RESOURCE_SCRIPTS = {"model": "rm", "credentials": "rc", "working_dir": "rd", "tool_version": "rt"}
+CHANGED_TOOL = "probe_idempotent"  # the probe whose declared version the kit changes (only "rt" calls it)
+
+
+def drive_resources(run: Run) -> list[ClauseResult]:
+    """Each declared resource is taken from one session during downtime, side by side in one run.
+
+    The kit kills the runtime while the first requests are in flight, then takes the resources away (the
+    provider answers that session's model 404 and its key 401, the session's working directory is removed,
+    the probe tool it calls gets a new version) and starts it again. While they are missing: one Retry and
+    one more restart. Then each comes back (a changed tool by the user accepting it) and the user resumes.
+    The checks (``checks_resources``) read all of it from the history, the ledger and the witness log.
+    """
+    from recoverykit.conformance.probe_tools import probe_tool
+    from recoverykit.model.catalogue import EffectClass
+
+    declared = [kind for kind in RESOURCE_SCRIPTS if kind in run.resources]
+    workdir = run.run_dir / "workdir-rd"  # created by the kit, given as the session's working directory
+    run.start()
+    work: dict[str, str | None] = {}
+    for kind in declared:
+        sid = RESOURCE_SCRIPTS[kind]
+        extra = {}
+        if kind == "working_dir":
+            workdir.mkdir(mode=0o700)
+            extra["working_dir"] = str(workdir)
+        out = run.op("submit", session_id=f"s-{sid}", text=f"{script_tag(sid)} request 1", client_msg_id=f"c-{sid}-1",
+                     **extra)
+        work[kind] = out.reply.work_id if out.ok else None
+    declared = [kind for kind in declared if work[kind]]  # a resource is taken only from acknowledged work
+    if not declared:
+        return []
+    run.wait_held(SETTLE_S)  # work in flight; the rest accepted and queued (or held too)
+    run.observe()
+    run.kill("long_downtime")
+    run.provider.release(cut=True)
+    run.provider.auto_release()  # the holds were for the kill; from here on requests go through
+    tools = run.probe_tools
+    for kind in declared:
+        sid, detail = RESOURCE_SCRIPTS[kind], {}
+        if kind == "model":
+            run.provider.refuse(sid, model=run.model)
+            detail = {"model": run.model}
+        elif kind == "credentials":
+            run.provider.refuse(sid, api_key=run.api_key)
+        elif kind == "working_dir":
+            shutil.rmtree(workdir)
+            detail = {"path": str(workdir)}
+        else:
+            tools = [probe_tool(CHANGED_TOOL, EffectClass.IDEMPOTENT, run.witness_path, version="2")
+                     if t.name == CHANGED_TOOL else t for t in tools]
+            detail = {"tool": CHANGED_TOOL, "version": "2"}
+        run.recorder.fault("resource_missing", resource=kind, script_id=sid, work_id=work[kind], **detail)
+    run.clock_jump(OLD_HIDDEN_EXPIRY_S + 600)
+    run.start(clock_offset_s=run.clock_offset_s, probe_tools=tools if "tool_version" in declared else None)
+    run.settle(SETTLE_S)
+    for kind in declared:  # Retry while still missing (a changed tool's Retry would accept it: not yet)
+        if kind != "tool_version":
+            run.op("resume", work_id=work[kind])
+    run.settle(SETTLE_S)
+    restart_kit_side(run, "tree_kill")  # and a restart while still missing: the records are kept
+    run.settle(SETTLE_S)
+    for kind in declared:
+        sid = RESOURCE_SCRIPTS[kind]
+        if kind in ("model", "credentials"):
+            run.provider.restore(sid)
+        elif kind == "working_dir":
+            workdir.mkdir(mode=0o700)
+        run.recorder.fault("resource_restored", resource=kind, script_id=sid, work_id=work[kind],
+                           by="resume" if kind == "tool_version" else "kit")
+    for kind in declared:
+        run.op("resume", work_id=work[kind])
+    run.settle(SETTLE_S)
+    return []
+
+
+def _needs_resources(run: Run) -> str | None:
+    """None when the adapter declares at least one resource (``init_ok.resources``), else why not applicable."""
+    if run.resources & set(RESOURCE_SCRIPTS):
+        return None
+    return (f"init_ok.resources declares none of {', '.join(RESOURCE_SCRIPTS)} (protocol 1.1), so no resource is "
+            "changed during downtime")
+
+
+def resource_script(script_id: str, tool: str) -> dict:
+    return script(script_id, tool_step(tool, faults=HOLD_FIRST), text_step(f"done {script_id}"), usage="final")
+
+
+SCENARIOS += (
+    Scenario("resources_after_downtime", "a missing model, revoked credentials, a removed working directory and a "
+             "changed tool version during downtime: each waits with its precise reason, nothing is switched, the "
+             "work continues once restored", _CHAT,
+             tuple(resource_script(sid, CHANGED_TOOL if kind == "tool_version" else "probe_read")
+                   for kind, sid in RESOURCE_SCRIPTS.items()), ("probe_read", CHANGED_TOOL),
+             ("RES-01", "RES-02", "RES-04", "RES-06", "RI-02", "INP-01"), drive_resources,
+             Chaos(none="the resource changes are this scenario's own faults, made between a kill and the next "
+                        "start; chaos's interruption points would only move the kill"),
+             _needs_resources),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -36,6 +36,8 @@ class Execution:
     exit_code: int | None
     ppid: int | None = None
     emitted: bool | None = None  # the probe wrote its result on stdout; None: a log too old to say
+    cwd: str | None = None  # the directory the runtime ran it in; None: removed under it, or a log too old to say
+    tool_version: str | None = None  # the version the probe was declared with (its --tool-version)
 
 
     @property
@@ -86,7 +88,8 @@ def read_witness(path: str | os.PathLike) -> WitnessLog:
             pid=int(r["pid"]), create_time=float(r.get("create_time") or 0.0), started=float(r["time"]),
             finished=float(end["time"]) if end else None, outcome=end.get("outcome") if end else None,
             exit_code=end.get("exit_code") if end else None, ppid=r.get("ppid"),
-            emitted=((r["probe_token"], r["pid"], r.get("create_time")) in emitted) if r.get("emits") else None))
+            emitted=((r["probe_token"], r["pid"], r.get("create_time")) in emitted) if r.get("emits") else None,
+            cwd=r.get("cwd"), tool_version=r.get("tool_version")))
     return WitnessLog(records, executions, torn)
 
 

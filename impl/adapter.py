@@ -26,6 +26,7 @@ from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
 NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.1"
+RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
 NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set", "retry")
@@ -108,6 +109,8 @@ class Adapter:
         existing = data_dir / "config.json"
         cfg = Config.load(data_dir) if existing.exists() else Config(data_dir=str(data_dir))
         cfg.provider_base_url, cfg.tools = req["provider_base_url"], tools
+        cfg.model = req.get("model") or cfg.model
+        cfg.api_key = req.get("api_key") or cfg.api_key
         cfg.failpoint_socket, cfg.run_marker = req["failpoint_socket"], req.get("run_marker", "")
         cfg.credentials_env = os.environ.get("RK_IMPL_CREDENTIALS_ENV") or cfg.credentials_env
         if os.environ.get("RK_IMPL_AUTOMATIC_RECOVERY") is not None:  # the operator's explicit setting
@@ -117,7 +120,7 @@ class Adapter:
         self.runtime = Runtime(cfg)
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
-                "storage": observe.STORAGE_DECL}
+                "resources": RESOURCES, "storage": observe.STORAGE_DECL}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)
@@ -128,6 +131,9 @@ class Adapter:
         for key in ("failpoints", "clock_offset_s", "host_id"):
             if req.get(key) is not None:
                 setattr(cfg, key, req[key])
+        if req.get("probe_tools") is not None:  # the tools as they are now (a version may have changed)
+            cfg.tools = [ToolSpec(t["name"], list(t["argv"]), t["effect_class"], t["version"])
+                         for t in req["probe_tools"]]
         cfg.save()
 
     def op_stop(self, req: dict) -> dict:
@@ -199,7 +205,7 @@ class Adapter:
 
     def op_submit(self, req: dict) -> dict:
         return self._control({"op": "submit", "session_id": req["session_id"], "text": req["text"],
-                              "client_msg_id": req["client_msg_id"]})
+                              "client_msg_id": req["client_msg_id"], "working_dir": req.get("working_dir")})
 
     def op_pause(self, req: dict) -> dict:
         return self._control({"op": "pause", "work_id": req["work_id"]})

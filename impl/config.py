@@ -35,6 +35,7 @@ class Config:
     data_dir: str
     provider_base_url: str = "http://127.0.0.1:9/v1"
     model: str = "scripted"
+    api_key: str | None = None  # the provider credential (the kit's init.api_key); never replaced by another
     tools: list[ToolSpec] = field(default_factory=list)
     failpoint_socket: str = ""
     run_marker: str = ""

@@ -20,6 +20,7 @@ import sys
 import threading
 import uuid
 
+from . import resources
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -55,6 +56,7 @@ def submit(db: Database, cfg: Config, session_id: str, text: str, client_msg_id:
                                                                    text, t))
         db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at) VALUES (?,?,'user',?,?)",
                         (work_id, session_id, text, t))
+        resources.accept_tools(db, cfg, work_id)  # the tools as they are now: a later change waits for the user
         emit(db, work_id, "input_accepted", input_id=input_id, client_msg_id=client_msg_id, session_id=session_id)
     failpoint("input.accept.after", work_id)
     return {"work_id": work_id, "input_id": input_id}
@@ -68,7 +70,7 @@ _CONTROLS = {
 }
 
 
-def control(db: Database, op: str, work_id: str) -> dict:
+def control(db: Database, op: str, work_id: str, cfg: Config | None = None) -> dict:
     desired, status, reason, text, actions = _CONTROLS[op]
     with tx(db):
         item = one(db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
@@ -84,6 +86,8 @@ def control(db: Database, op: str, work_id: str) -> dict:
         if op == "resume":
             extra.update(resumed_cv=cv, retry_count=0, retry_at=None)
             db.conn.execute("DELETE FROM pending_recovery WHERE work_id=?", (work_id,))
+            if cfg is not None and item["reason_code"] == "resource_tool_version_changed":
+                resources.accept_tools(db, cfg, work_id)  # the user's Retry of a changed tool accepts it as it is now
         db.conn.execute("INSERT INTO controls (work_id, op, control_version, at) VALUES (?,?,?,?)",
                         (work_id, op, cv, now()))
         set_status(db, work_id, status, reason, text, actions, **extra)
@@ -125,7 +129,7 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
     if op == "submit":
         return submit(db, cfg, req["session_id"], req["text"], req["client_msg_id"], req.get("working_dir"))
     if op in _CONTROLS:
-        return control(db, op, req["work_id"])
+        return control(db, op, req["work_id"], cfg)
     if op == "stop_all":
         return stop_all(db)
     if op == "ping":

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import history, tools
+from . import history, resources, tools
 from .config import SAFE_FOR_RECOVERY, Config
 from .db import Database
 from .failpoints import failpoint
@@ -116,7 +116,7 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
         emit(ctx.db, work_id, "provider_request", request_id=request_id, turn_id=turn_id)
     drain_outbox(ctx)
     failpoint("provider.request.before", work_id)
-    api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else None
+    api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else ctx.cfg.api_key
     req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"]),
                   [_tool_schema(t.name) for t in offered], request_id, api_key=api_key)
     try:
@@ -193,6 +193,10 @@ def run_call(ctx: Ctx, item: dict, gen: int, call: dict) -> None:
     work_id = item["work_id"]
     spec = ctx.cfg.registry()[call["tool_name"]]
     check_intent(ctx, work_id)
+    lacking = resources.missing(ctx.db, ctx.cfg, item, spec)  # rechecked right before the tool starts
+    if lacking is not None:
+        hold_for_resource(ctx, work_id, gen, *lacking)
+        raise Interrupted("resource_held")
     failpoint("tool.dispatch.before", work_id)
     proc = tools.spawn(ctx.data, call["call_id"], spec, call["arguments"], item["working_dir"])
     ctime = tools.create_time(proc.pid)
@@ -260,6 +264,16 @@ def schedule_retry(ctx: Ctx, item: dict, gen: int, request_id: str, fault: Provi
                 " VALUES (?,?,?,'assistant',?,'interrupted_partial',?)",
                 (work_id, item["session_id"], turn_id, fault.partial_text + " [interrupted]", now()))
         _fault(ctx, work_id, gen, f"provider fault: {fault}", persistent)
+
+
+def hold_for_resource(ctx: Ctx, work_id: str, gen: int, reason: str, text: str) -> None:
+    """A resource is missing: wait with its precise reason and a pending-recovery record; switch nothing."""
+    actions = ("Retry", "Pause", "End")
+    with fenced(ctx.db, work_id, gen, "resource.hold"):
+        ctx.db.conn.execute("INSERT OR REPLACE INTO pending_recovery VALUES (?,?,?,?,?)",
+                            (work_id, reason, text, json.dumps(list(actions)), now()))
+        set_status(ctx.db, work_id, "waiting", reason, text, actions)
+        release(ctx, work_id, gen, "held")
 
 
 def internal_fault(ctx: Ctx, work_id: str, gen: int, exc: BaseException) -> None:

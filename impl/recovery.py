@@ -20,10 +20,8 @@ point, no independent recovery decisions). The steps, in the seed's order:
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
-from . import tools
+from . import resources, tools
 from .engine import Ctx, commit_result, drain_outbox, release
 from .history import placeholder_text
 from .store import emit, fenced, now, one, process_alive, rows, set_status, tx
@@ -201,12 +199,8 @@ def decide(ctx: Ctx, item: dict, gen: int, recovering: bool) -> str | None:
         hold = ("paused", "automatic_recovery_disabled",
                 "automatic recovery is disabled for this work; it was interrupted and waits for Resume or End",
                 ("Resume", "End"))
-    elif item["working_dir"] and not Path(item["working_dir"]).is_dir():
-        hold = ("waiting", "resource_missing_directory", f"working directory {item['working_dir']} does not exist",
-                ("Retry", "Pause", "End"))
-    elif ctx.cfg.credentials_env and not os.environ.get(ctx.cfg.credentials_env):
-        hold = ("waiting", "resource_missing_credentials",
-                f"the provider credential ${ctx.cfg.credentials_env} is not set", ("Retry", "Pause", "End"))
+    elif (lacking := resources.missing(ctx.db, ctx.cfg, item)) is not None:
+        hold = ("waiting", *lacking, ("Retry", "Pause", "End"))
     else:
         registry = ctx.cfg.registry()
         for c in rows(ctx.db, "SELECT DISTINCT tool_name, impl_identity FROM tool_calls WHERE work_id=? AND"

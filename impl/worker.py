@@ -177,8 +177,8 @@ class Worker:
 
     def _interrupted(self, work_id: str, gen: int, reason: str) -> None:
         ctx = self.ctx
-        if reason == "provider_fault":
-            return  # schedule_retry already persisted the decision and released the lease
+        if reason in ("provider_fault", "resource_held"):
+            return  # schedule_retry or hold_for_resource already persisted the decision and released the lease
         try:
             if reason == "shutting_down":
                 with fenced(ctx.db, work_id, gen, "graceful_stop"):
