@@ -415,14 +415,34 @@ def _join(threads: list[threading.Thread], seconds: float) -> None:
 
 
 def _conversation(body: dict[str, Any]) -> dict[str, Any]:
-    """What the request carried, compactly: role counts, answered tool calls, a digest of the messages."""
+    """What the request carried, compactly: role counts, answered tool calls, a digest of the messages, the
+    tools offered (by name) and each message's shape (role, the call ids it makes or answers, its text's
+    length, digest and first characters): the kit's own record of the history the runtime sent."""
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     roles: dict[str, int] = {}
     for m in messages:
         roles[str(m.get("role"))] = roles.get(str(m.get("role")), 0) + 1
     answered = [m.get("tool_call_id") for m in messages if m.get("role") == "tool"]
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
-    return {"roles": roles, "tool_results_for": answered, "messages_sha256": digest}
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    offered = [str((t.get("function") or {}).get("name") if isinstance(t, dict) and isinstance(t.get("function"), dict)
+                   else t.get("name") if isinstance(t, dict) else t) for t in tools]
+    return {"roles": roles, "tool_results_for": answered, "messages_sha256": digest, "tools_offered": offered,
+            "messages": [_shape(m) for m in messages[:MAX_SHAPES]]}
+
+
+MAX_SHAPES = 200  # messages recorded per request (a runaway history must not blow up the ledger)
+
+
+def _shape(m: dict[str, Any]) -> dict[str, Any]:
+    content = m.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    text = content if isinstance(content, str) else ""
+    calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+    return {"role": str(m.get("role")), "calls": [str(c.get("id")) for c in calls if isinstance(c, dict)],
+            "answers": m.get("tool_call_id"), "len": len(text), "head": text[:160],
+            "sha": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
 def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:

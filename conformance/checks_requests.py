@@ -1,0 +1,117 @@
+"""The history the runtime sends, judged from the kit's provider's record of every request.
+
+After a crash the runtime repairs its history and asks the model again. What it asks is the kit's to see:
+the scripted provider records each request's messages (role, the call ids an assistant message makes, the
+call id a tool message answers, its text's digest) and the tools offered (``provider._conversation``).
+
+- CTX-09: a tool result is sent only after an assistant message that made that call (in the same
+  request): a result without its call is never a tool-protocol item;
+- CTX-08: in every request each assistant message's calls are answered right after it (the results are
+  adjacent to their call, before anything else), and the user messages of one script, request after request,
+  keep their order and text (a later request's user messages extend the earlier ones', never rewrite them);
+- EFF-02: the first request of a script after a restart that left one of its unsafe tool calls' outcome
+  unknown (the witness shows the probe ran, but it never emitted its result) offers only tools that are safe
+  for recovery (read-only or state probes), since nothing has reconciled that write yet.
+
+A run that sent no such request says nothing: unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.provider_ledger import calls
+from recoverykit.model.catalogue import Verdict
+
+# The kit's probe tools and their effect classes (conformance/probe_tools.py): the trusted registry.
+PROBE_EFFECTS = {"probe_read": "read_only", "probe_idempotent": "idempotent", "probe_unknown": "unknown"}
+SAFE = {"read_only", "state_probe"}
+
+
+def _requests(ev: Evidence) -> list[Any]:
+    return [c for c in calls(ev.ledger) if isinstance(c.request.get("messages"), list)]
+
+
+def check_results_follow_calls(ev: Evidence) -> list[ClauseResult]:
+    """CTX-09 and CTX-08 on every recorded request."""
+    reqs = _requests(ev)
+    orphans, apart, rewritten = [], [], []
+    with_results = 0
+    users: dict[str, list[str]] = {}
+    for c in reqs:
+        messages = c.request["messages"]
+        rid = c.request.get("request_id")
+        made: set[str] = set()
+        for i, m in enumerate(messages):
+            if m["role"] == "tool":
+                with_results += 1
+                if m.get("answers") not in made:
+                    orphans.append(f"request {rid}: a result for call {m.get('answers')} with no earlier call "
+                                   "made in that request")
+            if m["role"] == "assistant" and m["calls"]:
+                made |= set(m["calls"])
+                following = messages[i + 1:i + 1 + len(m["calls"])]
+                if sorted(f.get("answers") or "" for f in following if f["role"] == "tool") != sorted(m["calls"]):
+                    apart.append(f"request {rid}: the results of calls {m['calls']} do not follow them directly "
+                                 f"(next: {[f['role'] for f in following]})")
+        script = c.request.get("script_id")
+        mine = [m["sha"] for m in messages if m["role"] == "user"]
+        if script:
+            before = users.get(script)
+            if before is not None and mine[:len(before)] != before:
+                rewritten.append(f"request {rid}: script {script}'s user messages changed or lost their order "
+                                 f"({len(before)} earlier, {len(mine)} now)")
+            users[script] = mine if before is None or len(mine) >= len(before) else before
+    out = []
+    if not with_results:
+        out.append(_result("CTX-09", Verdict.UNKNOWN, "no request carried a tool result"))
+    else:
+        out.append(_result("CTX-09", Verdict.INVALID if orphans else Verdict.VALID,
+                           orphans[0] if orphans else f"{with_results} tool result(s), each after its call", orphans))
+    if not reqs:
+        out.append(_result("CTX-08", Verdict.UNKNOWN, "no request recorded with its messages"))
+    elif apart or rewritten:
+        problems = apart + rewritten
+        out.append(_result("CTX-08", Verdict.INVALID, problems[0], problems))
+    elif not with_results:
+        out.append(_result("CTX-08", Verdict.UNKNOWN, "no request carried a call and its result"))
+    else:
+        out.append(_result("CTX-08", Verdict.VALID, f"{len(reqs)} request(s): calls and results adjacent, user "
+                           "messages kept in order (the original-history part is judged by the user messages)"))
+    return out
+
+
+def check_restricted_after_unknown_write(ev: Evidence) -> list[ClauseResult]:
+    """EFF-02: after a restart that left an unsafe write's outcome unknown, only safe tools are offered."""
+    if ev.witness is None:
+        return [_result("EFF-02", Verdict.UNKNOWN, "no witness log")]
+    faults = [f for f in ev.history.faults if f.kind != "clock_jump"]
+    reqs = _requests(ev)
+    judged, problems = 0, []
+    for f in faults:
+        unknown = {e.probe_token.split(".")[0] for e in ev.witness.executions
+                   if PROBE_EFFECTS.get(e.tool, e.effect_class) not in SAFE and e.started < f.time
+                   and e.emitted is False}
+        for script in sorted(unknown):
+            first = next((c for c in reqs if c.request.get("script_id") == script and c.request["time"] > f.time),
+                         None)
+            if first is None:
+                continue
+            judged += 1
+            offered = first.request.get("tools_offered") or []
+            unsafe = [t for t in offered if PROBE_EFFECTS.get(t, "unknown") not in SAFE]
+            if unsafe:
+                problems.append(f"request {first.request.get('request_id')} (script {script}, the first after the "
+                                f"restart at event {f.index}) offers {unsafe} while a write's outcome is unknown")
+    if problems:
+        return [_result("EFF-02", Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result("EFF-02", Verdict.UNKNOWN, "no request followed a restart that left a write unknown")]
+    return [_result("EFF-02", Verdict.VALID, f"{judged} recovery request(s) after an unknown write offered only "
+                    "read-only or state-probe tools")]
+
+
+REQUEST_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
+    kit_evidence(check_results_follow_calls), kit_evidence(check_restricted_after_unknown_write))

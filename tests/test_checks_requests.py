@@ -1,0 +1,71 @@
+"""The history the runtime sends, judged from the provider's record of each request (CTX-08, CTX-09, EFF-02)."""
+
+from __future__ import annotations
+
+from recoverykit.conformance.checker import Evidence
+from recoverykit.conformance.checks_requests import check_restricted_after_unknown_write, check_results_follow_calls
+from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.witness import Execution, WitnessLog
+from recoverykit.model.catalogue import Verdict
+
+
+def _m(role, calls=(), answers=None, sha="x"):
+    return {"role": role, "calls": list(calls), "answers": answers, "len": 1, "head": "", "sha": sha}
+
+
+def _req(seq, messages, *, time=1.0, tools=("probe_read", "probe_unknown"), script="t1"):
+    return {"event": "request", "seq": seq, "time": time, "request_id": f"r{seq}", "script_id": script,
+            "messages": messages, "tools_offered": list(tools)}
+
+
+def _history(fault_at=None):
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    if fault_at is not None:
+        rec.now = fault_at
+        rec.fault("tree_kill", pids=[1])
+    return rec.history
+
+
+def _v(results):
+    return {r.clause_id: r.verdict for r in results}
+
+
+GOOD = [_m("user", sha="u1"), _m("assistant", calls=["c1"]), _m("tool", answers="c1")]
+
+
+def test_calls_answered_right_after_them_hold_ctx08_and_ctx09():
+    ev = Evidence(_history(), [_req(1, [_m("user", sha="u1")]), _req(2, GOOD, time=2.0)])
+    assert _v(check_results_follow_calls(ev)) == {"CTX-09": Verdict.VALID, "CTX-08": Verdict.VALID}
+
+
+def test_a_result_without_its_call_breaks_ctx09():
+    ev = Evidence(_history(), [_req(1, [_m("user"), _m("tool", answers="c1")])])
+    assert _v(check_results_follow_calls(ev))["CTX-09"] is Verdict.INVALID
+
+
+def test_a_result_parted_from_its_call_or_rewritten_user_messages_break_ctx08():
+    apart = [_m("user", sha="u1"), _m("assistant", calls=["c1"]), _m("user", sha="u2"), _m("tool", answers="c1")]
+    assert _v(check_results_follow_calls(Evidence(_history(), [_req(1, apart)])))["CTX-08"] is Verdict.INVALID
+    ev = Evidence(_history(), [_req(1, GOOD), _req(2, [_m("user", sha="other"), *GOOD[1:]], time=2.0)])
+    assert _v(check_results_follow_calls(ev))["CTX-08"] is Verdict.INVALID
+
+
+def _unknown_write(emitted):
+    return WitnessLog([], [Execution("t1.0.1.0", "probe_unknown", "unknown", 9, 1.0, 1.0, 1.2, "ok", 0,
+                                     emitted=emitted)], None)
+
+
+def test_after_an_unknown_write_only_safe_tools_may_be_offered():
+    ok = Evidence(_history(fault_at=1.5), [_req(1, GOOD, time=2.0, tools=("probe_read",))], _unknown_write(False))
+    assert _v(check_restricted_after_unknown_write(ok)) == {"EFF-02": Verdict.VALID}
+    bad = Evidence(_history(fault_at=1.5), [_req(1, GOOD, time=2.0)], _unknown_write(False))
+    assert _v(check_restricted_after_unknown_write(bad)) == {"EFF-02": Verdict.INVALID}
+
+
+def test_a_write_whose_result_was_emitted_or_no_restart_is_not_judged():
+    emitted = Evidence(_history(fault_at=1.5), [_req(1, GOOD, time=2.0)], _unknown_write(True))
+    assert _v(check_restricted_after_unknown_write(emitted)) == {"EFF-02": Verdict.UNKNOWN}
+    calm = Evidence(_history(), [_req(1, GOOD, time=2.0)], _unknown_write(False))
+    assert _v(check_restricted_after_unknown_write(calm)) == {"EFF-02": Verdict.UNKNOWN}
