@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
-from recoverykit.conformance.history import History, Observation
+from recoverykit.conformance.history import History, Observation, restarts
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 from recoverykit.conformance.witness import WitnessLog
@@ -366,7 +366,7 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
     keyed = [t for t in turns or [] if t.get("continuation_key") is not None]
     if not keyed:
         return [_result("REC-06", Verdict.UNKNOWN, "no turns with a continuation key observed")]
-    if not [f for f in ev.history.faults if f.kind != "clock_jump"]:
+    if not restarts(ev.history):
         # REC-06 is about recovery consuming its intent: a run that never restarted cannot show the window
         return [_result("REC-06", Verdict.UNKNOWN, "the run never restarted, so no recovery admitted a continuation")]
     dup = [f"continuation key {k!r} admitted {n} times" for k, n in

@@ -30,12 +30,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
-from recoverykit.conformance.history import Fault, Observation
+from recoverykit.conformance.history import NOT_A_RESTART, Fault, Observation
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.conformance.witness import Execution
 from recoverykit.model.catalogue import Verdict
-
-NOT_A_RESTART = {"clock_jump", "resource_missing", "resource_restored"}  # faults that take no process down
 
 
 def _restarts(ev: Evidence) -> list[Fault]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
 
@@ -29,7 +30,7 @@ def check_one_sender(ev: Evidence) -> list[ClauseResult]:
     attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
     if not attempts:
         return [_result("OWN-02", Verdict.UNKNOWN, "no provider request with a known sender")]
-    fault_times = sorted(f.time for f in ev.history.faults)
+    fault_times = sorted(f.time for f in restarts(ev.history))  # a paused process is alive: no excuse
     problems = []
     by_script: dict[str, list] = {}
     for c in attempts:
@@ -58,4 +59,33 @@ def check_one_sender(ev: Evidence) -> list[ClauseResult]:
                     "never two at once for one work item (the provider's record of who called it)")]
 
 
-OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),)
+def check_paused_owner_kept(ev: Evidence) -> list[ClauseResult]:
+    """REC-12: a live owner is only reconnected, never replaced. The kit paused (SIGSTOP) a process with a
+    request of some script open; until the kit let it go on (SIGCONT), no other process may send a request of
+    that script: the paused owner is alive, however long it does not answer."""
+    pauses = [f for f in ev.history.faults if f.kind == "process_pause"]
+    if not pauses:
+        return [_result("REC-12", Verdict.UNKNOWN, "the kit paused no process")]
+    conts = sorted(f.time for f in ev.history.faults if f.kind == "process_continue")
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    judged, problems = 0, []
+    for p in pauses:
+        until = next((t for t in conts if t > p.time), float("inf"))
+        paused = set(p.detail.get("pids") or [])
+        owned = {c.request["script_id"] for c in attempts if c.request["sender_pid"] in paused
+                 and c.request["time"] < p.time and (c.response is None or c.response["time"] > p.time)}
+        judged += len(owned)
+        for c in attempts:
+            if (c.request.get("script_id") in owned and p.time < c.request["time"] < until
+                    and c.request["sender_pid"] not in paused):
+                problems.append(f"script {c.request['script_id']}: request {c.request.get('request_id')} from pid "
+                                f"{c.request['sender_pid']} while its owner (pid {sorted(paused)}) was paused, alive")
+    if problems:
+        return [_result("REC-12", Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result("REC-12", Verdict.UNKNOWN, "the paused process had no provider request open")]
+    return [_result("REC-12", Verdict.VALID, f"{judged} work item(s) kept by their paused owner, none replaced")]
+
+
+OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),
+                                                                       kit_evidence(check_paused_owner_kept))

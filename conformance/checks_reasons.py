@@ -27,11 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _stops, kit_evidence
-from recoverykit.conformance.history import Observation
+from recoverykit.conformance.history import NOT_A_RESTART, Observation
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import NEEDS_PERSON, SAFE_FOR_RECOVERY, Verdict
 
-NOT_A_RESTART = {"clock_jump"}
 USER_REASONS = {"user_paused", "user_stopped_all", "user_ended", "user_cancelled"}
 UNKNOWN_EFFECT_REASONS = {"unknown_effect_reconcile", "awaiting_approval"}
 NEEDS_PERSON_CODES = {r.value for r in NEEDS_PERSON} | USER_REASONS

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
 
@@ -87,7 +88,7 @@ def check_restricted_after_unknown_write(ev: Evidence) -> list[ClauseResult]:
     """EFF-02: after a restart that left an unsafe write's outcome unknown, only safe tools are offered."""
     if ev.witness is None:
         return [_result("EFF-02", Verdict.UNKNOWN, "no witness log")]
-    faults = [f for f in ev.history.faults if f.kind != "clock_jump"]
+    faults = restarts(ev.history)
     reqs = _requests(ev)
     judged, problems = 0, []
     for f in faults:

@@ -21,6 +21,7 @@ import itertools
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -118,6 +119,7 @@ class Run:
         self.init_ok: InitOk | None = None
         self.clock_offset_s = 0.0
         self.host_id = "host-a"
+        self._paused: list[ProcRef] = []  # processes the pause nemesis stopped (continued before close)
         self.failpoints = ""
         self.model = RUN_MODEL
         self.api_key = f"sk-rk-{secrets.token_hex(12)}"  # this run's provider credential (init.api_key)
@@ -169,6 +171,7 @@ class Run:
 
     def close(self) -> None:
         """Reap everything by the run marker, whatever happened before; then close the kit's side."""
+        self.continue_paused()  # a stopped process exits on SIGKILL too, but never leave one stopped
         if self.provider is not None:
             self.provider.release(cut=True)  # a runtime blocked on a held request must not hang its own exit
         with contextlib.suppress(Exception):
@@ -304,6 +307,35 @@ class Run:
         killed = kill_listed(targets, tree=kind != "worker_kill")
         self.recorder.fault(kind, pids=killed, roles=list(roles))
         return killed
+
+    def pause_process(self, pid: int) -> bool:
+        """Jepsen's pause nemesis: SIGSTOP one process the runtime lists (vetted as this run's, like a kill);
+        recorded as a ``process_pause`` fault. False when the runtime does not list it or it is gone."""
+        chosen = [p for p in self.processes() if p["pid"] == pid]
+        adapter_pid = self.client.pid if self.client else None
+        vetted = proc_guard.vet(chosen, self.marker, adapter_pid=adapter_pid)
+        if not vetted:
+            return False
+        ref = ProcRef(*vetted[0])
+        if not ref.alive():
+            return False
+        os.kill(ref.pid, signal.SIGSTOP)
+        self._paused.append(ref)
+        self.recorder.fault("process_pause", pids=[ref.pid])
+        return True
+
+    def continue_paused(self) -> list[int]:
+        """SIGCONT every process ``pause_process`` stopped that is still the same process; recorded."""
+        went_on = []
+        for ref in self._paused:
+            if ref.alive():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(ref.pid, signal.SIGCONT)
+                    went_on.append(ref.pid)
+        if self._paused:
+            self.recorder.fault("process_continue", pids=went_on)
+        self._paused = []
+        return went_on
 
     def clock_jump(self, seconds: float) -> None:
         self.clock_offset_s += seconds

@@ -54,6 +54,16 @@ class Fault:
 
 Event = Op | Observation | Fault
 
+# Faults of the kit's that take no runtime process down: a clock jump, a resource taken away or given back,
+# a process paused (SIGSTOP) or let go on (SIGCONT). Checks about restarts ignore them.
+NOT_A_RESTART = frozenset({"clock_jump", "resource_missing", "resource_restored", "process_pause",
+                           "process_continue"})
+
+
+def restarts(history: History) -> list[Fault]:
+    """The faults that took runtime processes down (kills, exits, restarts)."""
+    return [f for f in history.faults if f.kind not in NOT_A_RESTART]
+
 
 @dataclass
 class History:

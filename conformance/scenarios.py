@@ -407,6 +407,28 @@ def drive_busy_owner(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_paused_owner(run: Run) -> list[ClauseResult]:
+    """Jepsen's pause nemesis: the process owning a request in flight is stopped (SIGSTOP) while two other
+    sessions keep the other workers awake, then let go on (SIGCONT). A stopped process is alive: it keeps its
+    work (REC-12), and nobody else acts for it meanwhile (OWN-02)."""
+    run.start()
+    submit(run, "po", session="paused-owner")
+    held = run.wait_held(SETTLE_S, script_id="po")
+    sender = next((r.get("sender_pid") for r in run.provider.records()
+                   if r.get("event") == "request" and r.get("seq") == held.seq), None)
+    paused = sender is not None and run.pause_process(sender)
+    for i in (1, 2):
+        submit(run, f"pw{i}", session=f"paused-other-{i}")
+    time.sleep(BUSY_HOLD_S)
+    run.continue_paused()
+    run.provider.release(held)
+    run.settle(SETTLE_S)
+    if not paused:
+        return [_result("REC-12", Verdict.UNKNOWN, "the owner of the request in flight could not be paused "
+                                                   "(the runtime does not list it)")]
+    return []
+
+
 def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
     """A graceful restart while a tool runs: the answered step is a saved checkpoint, never asked again."""
     run.start()
@@ -567,6 +589,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("OWN-02", "INP-01", "RI-04", "USG-10"), drive_busy_owner,
              Chaos(none="ownership without a fault: chaos's kills of sessions_together judge ownership across "
                         "restarts")),
+    Scenario("paused_owner", "the owner of a request in flight is paused (SIGSTOP) and let go on (SIGCONT)",
+             _CHAT, (script("po", text_step(faults=HOLD_FIRST), usage="final"),
+                     script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")), (),
+             ("REC-12", "OWN-02", "INP-01", "RI-04"), drive_paused_owner,
+             Chaos(none="a pause is a nemesis of its own, not a restart kind")),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

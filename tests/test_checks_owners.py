@@ -70,3 +70,28 @@ def test_the_peer_of_a_local_connection_is_this_process():
                 found = sender_of(address, server.getsockname())
     assert found is not None and found["pid"] == os.getpid()
     assert sender_of(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
+
+
+def _paused_history():
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    rec.now = 1.5
+    rec.fault("process_pause", pids=[1])
+    rec.now = 3.0
+    rec.fault("process_continue", pids=[1])
+    return rec.history
+
+
+def test_a_paused_owner_keeps_its_work():
+    from recoverykit.conformance.checks_owners import check_paused_owner_kept
+    kept = _attempt(1, 1, 1.0, 3.5) + _attempt(2, 1, 4.0, 4.5)
+    assert {r.clause_id: r.verdict for r in check_paused_owner_kept(Evidence(_paused_history(), kept))} \
+        == {"REC-12": Verdict.VALID}
+    replaced = _attempt(1, 1, 1.0, 3.5) + _attempt(2, 2, 2.0, 2.5)
+    assert {r.clause_id: r.verdict for r in check_paused_owner_kept(Evidence(_paused_history(), replaced))} \
+        == {"REC-12": Verdict.INVALID}
+    # a pause is no restart: the overlap is two owners at once for OWN-02 as well
+    assert _v(_paused_history(), replaced) == {"OWN-02": Verdict.INVALID}
+    assert {r.clause_id: r.verdict for r in check_paused_owner_kept(Evidence(_history(), kept))} \
+        == {"REC-12": Verdict.UNKNOWN}
