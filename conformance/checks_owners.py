@@ -17,6 +17,7 @@ No sender recorded (an older ledger, a peer the socket table could not name): un
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.history import restarts
@@ -26,11 +27,8 @@ from recoverykit.model.catalogue import Verdict
 TOLERANCE_S = 0.25
 
 
-def check_one_sender(ev: Evidence) -> list[ClauseResult]:
-    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
-    if not attempts:
-        return [_result("OWN-02", Verdict.UNKNOWN, "no provider request with a known sender")]
-    fault_times = sorted(f.time for f in restarts(ev.history))  # a paused process is alive: no excuse
+def _overlaps(attempts: list, fault_times: list[float]) -> list[str]:
+    """Two senders of one script with requests open at once and no fault between (see the module doc)."""
     problems = []
     by_script: dict[str, list] = {}
     for c in attempts:
@@ -52,11 +50,58 @@ def check_one_sender(ev: Evidence) -> list[ClauseResult]:
                 problems.append(f"script {script_id}: request {b.request.get('request_id')} from pid {who_b[0]} "
                                 f"started while request {a.request.get('request_id')} from pid {who_a[0]} was still "
                                 f"open, with no fault between: two owners at once")
+    return problems
+
+
+def check_one_sender(ev: Evidence) -> list[ClauseResult]:
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    if not attempts:
+        return [_result("OWN-02", Verdict.UNKNOWN, "no provider request with a known sender")]
+    fault_times = sorted(f.time for f in restarts(ev.history))  # a paused process is alive: no excuse
+    problems = _overlaps(attempts, fault_times)
     if problems:
         return [_result("OWN-02", Verdict.INVALID, problems[0], problems)]
     senders = {(c.request["sender_pid"], c.request.get("sender_create_time")) for c in attempts}
     return [_result("OWN-02", Verdict.VALID, f"{len(attempts)} provider request(s) from {len(senders)} process(es), "
                     "never two at once for one work item (the provider's record of who called it)")]
+
+
+def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
+    """FA-13: recovering several sessions together keeps one owner per work item and executes nothing twice
+    because a notification was repeated. The kit repeats the notification itself (a second ``start`` with no
+    fault between); from then on no model step is delivered twice, no probe call runs twice and no two
+    processes have one script's requests open at once."""
+    from recoverykit.conformance.checker import _logical_call
+    starts = [op for op in ev.history.ops if op.type == "invoke" and op.f == "start"]
+    faults = restarts(ev.history)
+    repeated = next((b for a, b in pairwise(starts)
+                     if not any(a.index < f.index < b.index for f in faults)), None)
+    if repeated is None:
+        return [_result("FA-13", Verdict.UNKNOWN, "no start was repeated")]
+    after = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request["time"] > repeated.time]
+    problems = []
+    delivered: dict[tuple, int] = {}
+    for c in after:
+        if c.delivered:
+            key = (c.request["script_id"], c.request.get("step"))
+            delivered[key] = delivered.get(key, 0) + 1
+    problems += [f"script {s} step {st} delivered {n} times after the repeated start" for (s, st), n in
+                 delivered.items() if n > 1]
+    if ev.witness is not None:
+        runs: dict[tuple, int] = {}
+        for e in ev.witness.executions:
+            if e.started > repeated.time:
+                key = _logical_call(e.probe_token)
+                runs[key] = runs.get(key, 0) + 1
+        problems += [f"probe call {k} ran {n} times after the repeated start" for k, n in runs.items() if n > 1]
+    sent = [c for c in after if c.request.get("sender_pid")]
+    problems += _overlaps(sent, [])
+    if problems:
+        return [_result("FA-13", Verdict.INVALID, problems[0], problems)]
+    if not after:
+        return [_result("FA-13", Verdict.UNKNOWN, "no provider request followed the repeated start")]
+    return [_result("FA-13", Verdict.VALID, f"{len(after)} request(s) after the repeated start: no step delivered "
+                    "twice, no probe call run twice, one sender per work item at a time")]
 
 
 def check_paused_owner_kept(ev: Evidence) -> list[ClauseResult]:
@@ -88,4 +133,5 @@ def check_paused_owner_kept(ev: Evidence) -> list[ClauseResult]:
 
 
 OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),
-                                                                       kit_evidence(check_paused_owner_kept))
+                                                                       kit_evidence(check_paused_owner_kept),
+                                                                       kit_evidence(check_repeated_start))

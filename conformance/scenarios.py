@@ -264,7 +264,7 @@ def drive_multi_session(run: Run) -> list[ClauseResult]:
     quiescent, final = run.settle(SETTLE_S)
     results = [expect_desired(after, ids, {"run", "done"}, "CTL-03", "after a tree kill")]
     if quiescent:
-        results.append(expect_desired(final, ids, {"done"}, "FA-13", "after recovering three sessions together"))
+        results.append(expect_desired(final, ids, {"done"}, "RI-02", "after recovering three sessions together"))
     return results
 
 
@@ -429,6 +429,23 @@ def drive_paused_owner(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_frontend_reload(run: Run) -> list[ClauseResult]:
+    """The frontend reloads (its client disconnects and reconnects) while a request is in flight: the work
+    goes on, its intent unchanged (CTL-01). Observations on both sides of the reload; the check compares
+    every one after it (``check_not_a_pause``)."""
+    run.start()
+    work_id = submit(run, "fr")
+    held = run.wait_held(SETTLE_S, script_id="fr")
+    run.observe()
+    out = run.op("reload")
+    run.observe()
+    run.provider.release(held)
+    _, final = run.settle(SETTLE_S)
+    if not out.ok:
+        return [_result("CTL-01", Verdict.UNKNOWN, "the reload was not acknowledged")]
+    return [expect_desired(final, [work_id], {"run", "done"}, "CTL-01", "after a frontend reload")]
+
+
 def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
     """A graceful restart while a tool runs: the answered step is a saved checkpoint, never asked again."""
     run.start()
@@ -529,7 +546,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
              tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None), usage="none")
                    for i in (1, 2, 3)), (),
-             ("FA-13", "OWN-02", "REC-06", "RI-02", "CTL-03", "INP-01", "USG-10"), drive_multi_session,
+             ("OWN-02", "REC-06", "RI-02", "CTL-03", "INP-01", "USG-10"), drive_multi_session,
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.request.inflight", "usage.persist.before",
                                                  "completion.commit.before_projection"), clauses=("FA-13",))),
     Scenario("pause_restart", "pause while a provider request is in flight, then restart", _CHAT,
@@ -552,7 +569,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              # would keep a worker from the others for the hold's whole timeout
              _CHAT, tuple(chaos_only_script(sid, "probe_read", hold=None if sid == "ta" else [])
                           for sid in ("ta", "tb", "tc")), ("probe_read",),
-             ("INP-01", "OWN-02", "CTL-03"), drive_together,
+             ("INP-01", "OWN-02", "CTL-03", "FA-13"), drive_together,
              Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT), double_start=True,
                    points=("provider.request.inflight", "tool.result.commit.before", "recovery.claim.after"),
                    clauses=("FA-12", "FA-13", "REC-06"))),
@@ -594,6 +611,11 @@ SCENARIOS: tuple[Scenario, ...] = (
                      script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")), (),
              ("REC-12", "OWN-02", "INP-01", "RI-04"), drive_paused_owner,
              Chaos(none="a pause is a nemesis of its own, not a restart kind")),
+    Scenario("frontend_reload", "the frontend reloads while a request is in flight: the work goes on", _CHAT,
+             (script("fr", text_step(faults=HOLD_FIRST), usage="final"),), (),
+             ("CTL-01", "RI-04", "INP-01"), drive_frontend_reload,
+             Chaos(none="a frontend reload is itself a restart kind (frontend_reload), which chaos applies at every "
+                        "point of the chat scenarios")),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

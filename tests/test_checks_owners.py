@@ -95,3 +95,24 @@ def test_a_paused_owner_keeps_its_work():
     assert _v(_paused_history(), replaced) == {"OWN-02": Verdict.INVALID}
     assert {r.clause_id: r.verdict for r in check_paused_owner_kept(Evidence(_history(), kept))} \
         == {"REC-12": Verdict.UNKNOWN}
+
+
+def _double_start():
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    rec.now = 0.6
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    return rec.history
+
+
+def test_a_repeated_start_executes_nothing_twice():
+    from recoverykit.conformance.checks_owners import check_repeated_start
+    once = _attempt(1, 1, 1.0, 2.0)
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(_double_start(), once))} \
+        == {"FA-13": Verdict.VALID}
+    twice = _attempt(1, 1, 1.0, 2.0) + _attempt(2, 2, 2.5, 3.0)  # the same step delivered again, by another
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(_double_start(), twice))} \
+        == {"FA-13": Verdict.INVALID}
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(_history(), once))} \
+        == {"FA-13": Verdict.UNKNOWN}
