@@ -43,6 +43,15 @@ def _meant_to_run(ev: Evidence) -> set[str]:
     last_stop: dict[str, int] = {}
     for work_id, _, at in _stops(ev):
         last_stop[work_id] = max(at, last_stop.get(work_id, -1))
+    # a "quit and stop all tasks" exit (restart kind stop_all_exit) is the user's stop of everything submitted
+    # before it, acknowledged or not yet
+    invoked = {invoke.index: done.value["work_id"] for invoke, done in ev.history.completions()
+               if invoke.f == "submit" and done is not None and done.type == "ok" and "work_id" in done.value}
+    for f in ev.history.faults:
+        if f.kind == "stop_all_exit":
+            for index, work_id in invoked.items():
+                if index < f.index:
+                    last_stop[work_id] = max(f.index, last_stop.get(work_id, -1))
     resumed = {}
     for invoke, done in ev.history.completions():
         if invoke.f == "resume" and done is not None and done.type == "ok":

@@ -122,14 +122,17 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     try:
         req.send()
         failpoint("provider.request.after", work_id)
-        ctx.abandonable = True
-        try:
-            if ctx.stopping():
+        if ctx.stopping():  # a graceful stop: a response already on its way is saved, never paid for twice
+            resp = _receive_within_grace(req)
+            if resp is None:
                 raise Interrupted("shutting_down")
-            resp = req.receive()  # SIGTERM raises Interrupted here: the response is lost, its usage unknown
-        finally:
-            ctx.abandonable = False
-            req.close()
+        else:
+            ctx.abandonable = True
+            try:
+                resp = req.receive()  # SIGTERM raises Interrupted here: the response is lost, its usage unknown
+            finally:
+                ctx.abandonable = False
+                req.close()
     except ProviderFault as fault:
         settle_usage(ctx, work_id, request_id, fault.watermark, complete=False)
         schedule_retry(ctx, item, gen, request_id, fault, turn_id)
@@ -154,6 +157,23 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
                             (request_id, work_id))
         emit(ctx.db, work_id, "assistant_message", request_id=request_id, tool_calls=len(calls))
     return not calls
+
+
+SHUTDOWN_GRACE_S = 1.0  # how long a graceful stop waits for a response already requested
+
+
+def _receive_within_grace(req: Request):
+    """The response of a request already sent, if it arrives within the shutdown grace; else None (the
+    attempt then stays dispatched: its outcome and usage are unknown, and recovery says so)."""
+    sock = getattr(req.conn, "sock", None)
+    if sock is not None:
+        sock.settimeout(SHUTDOWN_GRACE_S)
+    try:
+        return req.receive()
+    except ProviderFault:
+        return None
+    finally:
+        req.close()
 
 
 def _tool_schema(name: str) -> dict:

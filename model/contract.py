@@ -100,8 +100,7 @@ class Clause:
             raise InvalidArgument(f"clause {self.id}: the statement must be one non-empty line")
         if not self.quote.strip() or not self.section.strip():
             raise InvalidArgument(f"clause {self.id}: a clause needs a section and a quote from its seed")
-        if not self.methods:
-            raise InvalidArgument(f"clause {self.id}: name at least one way to check it")
+        # no method: the kit has no check of it (yet); it is then never judged, so never valid
         unknown = [p for p in self.points if p not in POINTS_BY_NAME]
         if unknown:
             raise InvalidArgument(f"clause {self.id}: unknown interruption points {unknown}; see model/catalogue.py")
@@ -204,7 +203,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Recovery preserves pauses, stops, completion, outstanding approvals and exhausted budgets: none of them is "
        "resumed by a restart.",
        "Preserve pauses, stops, completion, outstanding approval, and exhausted budgets."),
-    _c("RI-04", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RI-04", _S, _CHAT, "MLH", SEED_000, ARC,
        "An ordinary request without a Goal continues only until that request finishes; it never becomes an "
        "indefinite Goal.",
        "Ordinary requests without a Goal continue only until that request finishes, not as indefinite Goals."),
@@ -220,7 +219,7 @@ CLAUSES: tuple[Clause, ...] = (
        "An old paused record with an unknown reason stays paused with an explanation; it is never guessed to have "
        "been running.",
        "old paused records with unknown reasons stay paused with an explanation rather than being guessed"),
-    _c("RI-08", _L, _CHAT, "MLC", SEED_000, INTR,
+    _c("RI-08", _L, _CHAT, "MLCH", SEED_000, INTR,
        "A restart by itself never makes work wait for a manual Resume; only a specific permission, budget, resource "
        "or unknown-operation issue needs a person.",
        "restart itself is not a reason to require manual Resume"),
@@ -236,18 +235,18 @@ CLAUSES: tuple[Clause, ...] = (
        points=("input.accept.before",), restarts=(_RK.FRONTEND_RELOAD,)),
 
     # ---- User controls
-    _c("CTL-01", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("CTL-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "Closing a window or reloading the frontend only disconnects the client and changes no run intent.",
        "Closing a window or reloading the frontend only disconnects the client",
        restarts=(_RK.FRONTEND_RELOAD,)),
     _c("CTL-02", _S, _CHAT, "MLC", SEED_000, ARC,
        "The \"quit and stop all tasks\" exit persists the user's stop intent first; nothing it stopped resumes.",
        "must persist user stop intent", restarts=(_RK.STOP_ALL_EXIT,)),
-    _c("CTL-03", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("CTL-03", _S, _CHAT, "MLCH", SEED_000, ARC,
        "An ordinary App exit, upgrade, worker crash or machine restart is never taken as a user Pause.",
        "Ordinary App exit, upgrades, worker crashes, and machine restarts do not implicitly mean user Pause.",
        restarts=(_RK.NORMAL_EXIT, _RK.GRACEFUL_WORKER_RESTART, *_KILLS, _RK.HOST_IDENTITY_CHANGE)),
-    _c("CTL-04", _S, _CHAT, "LC", SEED_000, ARC,
+    _c("CTL-04", _S, _CHAT, "LCH", SEED_000, ARC,
        "Graceful shutdown first stops new admission and saves accepted controls and checkpoints, then exits the "
        "worker.",
        "Graceful shutdown first stops new admission and saves accepted controls and checkpoints, then exits the worker",
@@ -259,7 +258,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A Goal's continuation key binds goal_id, revision and the previous committed turn, and state checks and "
        "admission use the same version comparison.",
        "续轮去重键绑定 goal_id、revision 和前序已提交 turn；状态检查和准入必须共用版本比较"),
-    _c("CTL-07", _S, _CHAT, "MLC", SEED_000, CTRL,
+    _c("CTL-07", _S, _CHAT, "MLCH", SEED_000, CTRL,
        "When pause, edit, explicit cancellation and admission race, durable state and generation checks block the "
        "stale action.",
        "Durable state and generation checks block stale actions when pause, edit, explicit cancellation, and "
@@ -277,7 +276,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Single-host recovery never silently becomes a cross-host takeover.",
        "Single-host recovery must not silently become cross-host takeover.",
        restarts=(_RK.HOST_IDENTITY_CHANGE,)),
-    _c("OWN-04", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("OWN-04", _S, _CHAT, "MCH", SEED_000, INTR,
        "No repair is written while the lease is uncertain or storage is unreadable.",
        "do not write repairs when the lease is uncertain or storage unreadable"),
     _c("OWN-05", _S, _CHAT, "MC", SEED_000, INTR,
@@ -292,7 +291,7 @@ CLAUSES: tuple[Clause, ...] = (
        "do not treat a running shell as stopped", points=("tool.running",), restarts=(_RK.WORKER_KILL,)),
 
     # ---- Recovery procedure
-    _c("REC-01", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("REC-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "A read or migration failure while loading facts shows recovery failure and never clears old state.",
        "Read/migration failures show recovery failure without clearing old state."),
     _c("REC-02", _S, _CHAT, "ML", SEED_000, ARC,
@@ -306,7 +305,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("REC-04", _S, _CHAT, "ML", SEED_000, ARC,
        "Every recovery decision is persisted in the same control service before it takes effect.",
        "Persist all decisions in the same control service.", points=("recovery.decide.after",)),
-    _c("REC-05", _S, _CHAT, "MLH", SEED_000, ARC,
+    _c("REC-05", _S, _CHAT, "ML", SEED_000, ARC,
        "A continuation key is derived from work_id + control version + predecessor commit point and is stable "
        "across restarts.",
        "derive a stable continuation key from work_id + control version + predecessor commit point"),
@@ -323,18 +322,18 @@ CLAUSES: tuple[Clause, ...] = (
        "The server and the JobRunner may call the same idempotent recovery entry point but never make independent "
        "recovery decisions.",
        "cannot make independent recovery decisions"),
-    _c("REC-09", _L, _CHAT, "MC", SEED_000, ARC,
+    _c("REC-09", _L, _CHAT, "MCH", SEED_000, ARC,
        "After a forced shutdown, recovery proceeds from the last committed records.",
        "forced shutdown recovers from the last committed records", restarts=_KILLS),
     _c("REC-10", _S, _CHAT, "LCH", SEED_000, MATRIX,
        "State that was lost (unpersisted stream fragments, a dead shell's memory, receipts an external service "
        "lost) is reported as lost, never hidden by clearing tasks or by fabricated success.",
        "must be reported accurately, not hidden by clearing tasks or fabricated success"),
-    _c("REC-11", _S, _CHAT, "MCH", SEED_000, INTR,
+    _c("REC-11", _S, _CHAT, "MC", SEED_000, INTR,
        "Exactly one recovery mode is chosen per recovery decision (reattach, new attempt from checkpoint, or repair "
        "and new turn); a checkpoint is never resumed while a new turn is also started.",
        "never resume a checkpoint and start a new turn together"),
-    _c("REC-12", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("REC-12", _S, _CHAT, "MCH", SEED_000, INTR,
        "A live owner is only reconnected, never replaced by a new attempt or a new turn.",
        "Only reconnect a live owner.", restarts=(_RK.WORKER_KILL,)),
     _c("REC-13", _S, _CHAT, "MC", SEED_000, INTR,
@@ -347,7 +346,7 @@ CLAUSES: tuple[Clause, ...] = (
        "admitted.",
        "Only when no reliable checkpoint exists, acquire exclusive recovery ownership, fill missing outputs using a "
        "stable repair key, end the old turn as interrupted, and admit a new turn."),
-    _c("REC-15", _S, _CHAT, "MH", SEED_000, INTR,
+    _c("REC-15", _S, _CHAT, "M", SEED_000, INTR,
        "The chosen recovery mode binds to one durable recovery decision, control version and continuation key.",
        "bind to the same durable recovery decision, control version, and continuation key"),
     _c("REC-16", _S, _GOALS, "ML", SEED_000, SAFE,
@@ -355,7 +354,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Ordinary chat and Goals share the recovery entry point."),
 
     # ---- Context repair
-    _c("CTX-01", _S, _CHAT, "MLH", SEED_000, ARC,
+    _c("CTX-01", _S, _CHAT, "ML", SEED_000, ARC,
        "Recovery resumes from a complete safe checkpoint when one exists, otherwise starts a new turn with the same "
        "work_id without re-appending user input.",
        "otherwise start a new turn with the same work_id without re-appending user input",
@@ -365,23 +364,23 @@ CLAUSES: tuple[Clause, ...] = (
        "safe-point contracts, without replaying unknown writes.",
        "Checkpoints must cover committed effects and satisfy current permission, wait, and safe-point contracts, "
        "without replaying unknown writes."),
-    _c("CTX-03", _S, _CHAT, "MCH", SEED_000, INTR,
+    _c("CTX-03", _S, _CHAT, "MC", SEED_000, INTR,
        "Repeating a repair has no side effects.",
        "Repeating repairs has no side effects", points=("recovery.repair.after",),
        restarts=(_RK.CRASH_DURING_RECOVERY,)),
-    _c("CTX-04", _S, _CHAT, "MLH", SEED_000, INTR,
+    _c("CTX-04", _S, _CHAT, "ML", SEED_000, INTR,
        "A real result takes priority over any placeholder, and repair never fabricates usage.",
        "real results take priority and no usage is fabricated"),
-    _c("CTX-05", _S, _CHAT, "LH", SEED_000, INTR,
+    _c("CTX-05", _S, _CHAT, "L", SEED_000, INTR,
        "A late verifiable receipt is appended as a reconciliation event that replaces the synthetic placeholder in "
        "later context.",
        "Append late verifiable receipts as reconciliation events that replace synthetic placeholders in subsequent "
        "context."),
-    _c("CTX-06", _S, _CHAT, "LH", SEED_000, HIST,
+    _c("CTX-06", _S, _CHAT, "L", SEED_000, HIST,
        "History repair matches the nearest call by original call ID first; existing real outputs win and among "
        "duplicates the last saved real record is used.",
        "Existing real outputs take priority; duplicate outputs use the last saved real record."),
-    _c("CTX-07", _S, _CHAT, "LH", SEED_000, HIST,
+    _c("CTX-07", _S, _CHAT, "L", SEED_000, HIST,
        "A missing tool result gets a deterministic unknown placeholder.",
        "Missing results get deterministic unknown placeholders."),
     _c("CTX-08", _S, _CHAT, "LH", SEED_000, HIST,
@@ -392,7 +391,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("CTX-09", _S, _CHAT, "LH", SEED_000, HIST,
        "A result without a corresponding call is never sent as a valid tool-protocol item.",
        "Results without corresponding calls are not sent as valid tool-protocol items."),
-    _c("CTX-10", _S, _CHAT, "LCH", SEED_000, HIST,
+    _c("CTX-10", _S, _CHAT, "LC", SEED_000, HIST,
        "An interrupted response keeps its partial text and an interruption marker and never reuses an incomplete "
        "reasoning signature.",
        "Interrupted responses retain partial text and an interruption marker without reusing incomplete reasoning "
@@ -409,7 +408,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("EFF-01", _S, _CHAT, "MCH", SEED_000, INTR,
        "The unknown-effect record of an unreachable remote operation is preserved.",
        "Preserve unknown-effect records for unreachable remote operations."),
-    _c("EFF-02", _S, _CHAT, "MLC", SEED_000, INTR,
+    _c("EFF-02", _S, _CHAT, "MLCH", SEED_000, INTR,
        "After recovery the new turn knows which calls never started and which outcomes are unknown.",
        "New turns know which calls never started and which outcomes are unknown.", points=_TOOL),
     _c("EFF-03", _L, _CHAT, "ML", SEED_000, INTR,
@@ -418,33 +417,33 @@ CLAUSES: tuple[Clause, ...] = (
     _c("EFF-04", _S, _APR, "ML", SEED_000, INTR,
        "Writes related to an unknown effect keep their original approval and recovery restrictions.",
        "related writes retain original approval and recovery restrictions"),
-    _c("EFF-05", _S, _CHAT, "MLH", SEED_000, SAFE,
+    _c("EFF-05", _S, _CHAT, "ML", SEED_000, SAFE,
        "The effect classes read_only, idempotent and state_probe come only from trusted tool registration and the "
        "implementation identity saved at execution.",
        "read_only / idempotent / state_probe capabilities come from trusted tool registration and implementation "
        "identity saved at execution"),
-    _c("EFF-06", _S, _CHAT, "MLH", SEED_000, SAFE,
+    _c("EFF-06", _S, _CHAT, "ML", SEED_000, SAFE,
        "A model's claim of read-only behaviour or a tool name containing \"read\" never classifies a tool's effect.",
        "Do not accept model claims of read-only behavior or infer them from a name containing read."),
     _c("EFF-07", _S, _CHAT, "ML", SEED_000, SAFE,
        "General shell, third-party MCP and custom tools default to the unknown effect class.",
        "General shell, third-party MCP, and custom tools default to unknown."),
-    _c("EFF-08", _S, _CHAT, "MLCH", SEED_000, SAFE,
+    _c("EFF-08", _S, _CHAT, "MLC", SEED_000, SAFE,
        "A recovery turn related to an unknown write initially allows only trusted reads and state queries.",
        "Recovery turns related to unknown writes initially allow only trusted reads and state queries."),
-    _c("EFF-09", _S, _APR, "MLCH", SEED_000, SAFE,
+    _c("EFF-09", _S, _APR, "MLC", SEED_000, SAFE,
        "Without reliable relevance determination no write is allowed automatically: reconcile first or obtain "
        "explicit user authorization.",
        "Without reliable relevance determination, do not automatically allow writes; reconcile first or obtain "
        "explicit user authorization."),
-    _c("EFF-10", _S, _CHAT, "LH", SEED_000, SAFE,
+    _c("EFF-10", _S, _CHAT, "L", SEED_000, SAFE,
        "Only the actual built-in read, grep, glob and list implementations qualify for read-only investigation; "
        "names, acceptEdits flags and plugin declarations do not.",
        "Only actual built-in read, grep, glob, and list execution functions qualify for read-only investigation"),
     _c("EFF-11", _L, _CHAT, "ML", SEED_000, SAFE,
        "An unresolved old effect audit does not prevent its chat turn from ending as interrupted.",
        "Old effect audits may remain unresolved while their chat turns end as interrupted"),
-    _c("EFF-12", _S, _PC, "MH", SEED_001, PC_FILES,
+    _c("EFF-12", _S, _PC, "M", SEED_001, PC_FILES,
        "Uncertain API and upstream tool mutations stay fenced across run replacement and need authoritative "
        "reconciliation, not a new call key; reads and independent work stay available.",
        "Uncertain API mutations and upstream tool mutations remain fenced across run replacement."),
@@ -454,7 +453,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Recovery permission checks are scoped by the same conversation provenance and never expand to every "
        "execution in the invoked session.",
        "without expanding to all executions in the invoked session"),
-    _c("APR-02", _S, _APR, "MLH", SEED_000, SAFE,
+    _c("APR-02", _S, _APR, "ML", SEED_000, SAFE,
        "Within the scope of an uncertain effect every operation other than a trusted read needs a one-time approval "
        "that bypass, automatic classification and allow rules cannot waive.",
        "all other operations require one-time approval; bypass, automatic classification, and existing allow rules "
@@ -470,7 +469,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("APR-05", _S, _APR, "ML", SEED_000, SAFE,
        "The recovery permission check alone neither changes old execution state nor enables Resume.",
        "it does not independently change old execution state or enable Resume"),
-    _c("APR-06", _S, _APR, "MLCH", SEED_003, ZH_FAIL,
+    _c("APR-06", _S, _APR, "MLC", SEED_003, ZH_FAIL,
        "Accepted approvals are consumed at most once, never repeatedly, and unaccepted requests are never approved "
        "automatically.",
        "已接受审批不重复消费，审批未接受不自动批准"),
@@ -482,7 +481,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("WAIT-01", _S, _CHAT, "ML", SEED_000, TODO,
        "A durable wait saves work_id / Goal revision, handle, observed version and a unique consumption key.",
        "saving work_id / Goal revision, handle, observed version, and unique consumption key"),
-    _c("WAIT-02", _S, _CHAT, "MCH", SEED_000, TODO,
+    _c("WAIT-02", _S, _CHAT, "MC", SEED_000, TODO,
        "A completion, failure or timeout notification admits its continuation exactly once, never twice, and only if "
        "intent is still run, versions match and no other execution is current.",
        "admit exactly once only if intent remains run, versions match, and no other current execution exists"),
@@ -510,7 +509,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("GOAL-03", _S, _GOALS, "ML", SEED_000, ARC,
        "A Goal's after-terminal hook submits continuation requests only for the current version.",
        "Goal.after_terminal submits continuation requests only for the current version."),
-    _c("GOAL-04", _S, _GOALS, "MLH", SEED_000, TODO,
+    _c("GOAL-04", _S, _GOALS, "ML", SEED_000, TODO,
        "Only the current goal_id + revision + verified result version may submit achieved.",
        "Only the current goal_id + revision + verified result version may submit achieved."),
     _c("GOAL-05", _S, _GOALS, "ML", SEED_000, TODO,
@@ -523,13 +522,13 @@ CLAUSES: tuple[Clause, ...] = (
        "A Goal enters blocked only when the same real blocker recurs consecutively and no independent work is "
        "available.",
        "Enter blocked only when the same real blocker recurs consecutively and no independent work is available."),
-    _c("GOAL-08", _S, _GOALS, "MLH", SEED_000, TODO,
+    _c("GOAL-08", _S, _GOALS, "ML", SEED_000, TODO,
        "A Goal waiting on a live handle is in phase waiting and makes no idle model turns.",
        "Waiting with a live handle enters waiting without idle model turns."),
     _c("GOAL-09", _S, _GOALS, "ML", SEED_000, TODO,
        "A round count is never evidence of blocking or completion, and there is no default round cap.",
        "A fixed total round count is not evidence of blocking or completion."),
-    _c("GOAL-10", _S, _GOALS, "LH", SEED_000, GOALUI,
+    _c("GOAL-10", _S, _GOALS, "L", SEED_000, GOALUI,
        "Each terminal Goal record keeps its own snapshot and transcript anchor; a later Goal never replaces it.",
        "Each record carries its own Goal snapshot and transcript anchor; a later Goal cannot replace its contents."),
     _c("GOAL-11", _S, _GOALS, "ML", SEED_000, GOALUI,
@@ -544,7 +543,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Every necessary requirement has an evidence checkpoint; adding or removing Todo items never removes an "
        "original requirement.",
        "adding or removing Todo must not implicitly remove original requirements"),
-    _c("ACC-03", _S, _GOALS, "LH", SEED_000, TODO,
+    _c("ACC-03", _S, _GOALS, "L", SEED_000, TODO,
        "Ordinary work turns run no second judge.",
        "Ordinary work turns do not run a second judge."),
     _c("ACC-04", _L, _GOALS, "MLC", SEED_000, TODO,
@@ -552,7 +551,7 @@ CLAUSES: tuple[Clause, ...] = (
        "without verification.",
        "Enter verifying when the worker submits a complete candidate or all required Todo items finish without "
        "verification.", points=("todo.complete.before_acceptance",)),
-    _c("ACC-05", _S, _GOALS, "MLH", SEED_000, TODO,
+    _c("ACC-05", _S, _GOALS, "ML", SEED_000, TODO,
        "Acceptance first checks current revision, required Todo, unfinished subtasks and relevant unknown effects, "
        "then runs one independent read-only review.",
        "then run one independent read-only acceptance review"),
@@ -562,11 +561,11 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-07", _S, _GOALS, "ML", SEED_000, TODO,
        "Acceptance returns met, unmet or unknown with evidence references for each requirement.",
        "Acceptance returns met / unmet / unknown and evidence references for each requirement."),
-    _c("ACC-08", _S, _GOALS, "LH", SEED_000, TODO,
+    _c("ACC-08", _S, _GOALS, "L", SEED_000, TODO,
        "Evidence for a controlled artifact carries a version number or content digest; an external fact carries its "
        "verification time and query receipt.",
        "Controlled artifacts use version numbers or content digests"),
-    _c("ACC-09", _S, _GOALS, "MLH", SEED_000, TODO,
+    _c("ACC-09", _S, _GOALS, "ML", SEED_000, TODO,
        "Verification tests keep ordinary tool approval and budget rules; shell verification is not read-only.",
        "calling shell verification does not make it read-only"),
     _c("ACC-10", _S, _GOALS, "ML", SEED_000, TODO,
@@ -586,7 +585,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-03", _S, _CHAT, "MH", SEED_000, COST,
        "Each usage receipt is counted once, never as both a parent total and child details.",
        "count each receipt once rather than adding both parent totals and child details"),
-    _c("USG-04", _S, _CHAT, "H", SEED_000, COST,
+    _c("USG-04", _S, _CHAT, "", SEED_000, COST,
        "A retry is a new provider attempt and counts separately when it incurs actual consumption.",
        "Retries are new provider attempts and count separately when they incur actual consumption."),
     _c("USG-05", _S, _CHAT, "MH", SEED_000, COST,
@@ -596,13 +595,13 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-06", _S, _GOALS, "MLC", SEED_000, COST,
        "Goal usage projections update only after the durable receipt write succeeds.",
        "Update Goal projections only after durable receipt writes succeed.", points=_USAGE),
-    _c("USG-07", _S, _CHAT, "MCH", SEED_000, COST,
+    _c("USG-07", _S, _CHAT, "MC", SEED_000, COST,
        "A failed receipt write is retried with the same idempotency key, and statistics can be rebuilt after restart.",
        "Temporary failures retry with the same idempotency key, and restart can reconstruct statistics."),
-    _c("USG-08", _S, _GOALS, "MLH", SEED_000, COST,
+    _c("USG-08", _S, _GOALS, "ML", SEED_000, COST,
        "A late receipt stays attributed to its original Goal even if the Goal was paused, ended or edited.",
        "Late receipts remain attributed to the original Goal even if paused, ended, or edited."),
-    _c("USG-09", _S, _CHAT, "MLH", SEED_000, COST,
+    _c("USG-09", _S, _CHAT, "ML", SEED_000, COST,
        "Known tokens and known prices are stored separately, and a pricing-table change never rewrites a historical "
        "quote.",
        "Store known tokens and known prices separately. Pricing-table changes do not rewrite historical quotes."),
@@ -627,7 +626,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-15", _S, _GOALS, "ML", SEED_000, COST,
        "Budgets are unlimited by default: a Goal without a budget gets no default restriction.",
        "Budgets are unlimited by default."),
-    _c("USG-16", _S, _GOALS, "MLH", SEED_000, COST,
+    _c("USG-16", _S, _GOALS, "ML", SEED_000, COST,
        "Under a hard cost budget unknown prices or unverifiable consumption are never available balance: new paid "
        "admission pauses with a reason.",
        "unknown prices or unverifiable consumption cannot be treated as available balance; pause new paid admission "
@@ -635,7 +634,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-17", _S, _GOALS, "ML", SEED_000, COST,
        "Explicit budgets are rechecked after a ledger reload and before execution recovery or acceptance.",
        "Recheck explicit budgets after ledger reload and before execution recovery or acceptance."),
-    _c("USG-18", _S, _CHAT, "MH", SEED_000, COST,
+    _c("USG-18", _S, _CHAT, "M", SEED_000, COST,
        "Unknown tokens and unknown costs keep separate reservations; partial cumulative data records only lower "
        "bounds.",
        "Unknown tokens and unknown costs retain separate reservations; partial cumulative data records only lower "
@@ -659,21 +658,21 @@ CLAUSES: tuple[Clause, ...] = (
        "A cross-session call keeps the original caller's provenance without creating a cross-session canonical "
        "parent.",
        "Cross-session calls preserve original caller provenance without creating a cross-session canonical parent."),
-    _c("JOB-04", _S, _JOBS, "MCH", SEED_000, COST,
+    _c("JOB-04", _S, _JOBS, "MC", SEED_000, COST,
        "Receipts save the Job's reservation identity, so metering is rebuilt after restart without an in-memory "
        "governor.",
        "receipts save Job reservation identity so metering can be reconstructed without an in-memory governor after "
        "restart"),
 
     # ---- Interface and reason codes
-    _c("UI-01", _S, _CHAT, "LH", SEED_000, ARC,
+    _c("UI-01", _S, _CHAT, "L", SEED_000, ARC,
        "Clients rebuild from canonical snapshots and monotonic event sequences; display is never a second control "
        "implementation.",
        "App/Web/TUI reconstruct from canonical snapshots and monotonic event sequences"),
     _c("UI-02", _S, _CHAT, "LC", SEED_000, ARC,
        "UI orphan cleanup repairs only derived projections, never original records.",
        "UI orphan cleanup repairs only derived projections"),
-    _c("UI-03", _S, _CHAT, "LCH", SEED_000, LAYER,
+    _c("UI-03", _S, _CHAT, "LC", SEED_000, LAYER,
        "Derived UI and statistics are reconstructable and never overwrite original records.",
        "Derived UI and statistics can be reconstructed and must not overwrite original records."),
     _c("UI-04", _S, _GOALS, "ML", SEED_000, CTRL,
@@ -685,64 +684,64 @@ CLAUSES: tuple[Clause, ...] = (
        "unexplained controls.",
        "UI read failures show “State temporarily unavailable” with refresh, not permanently disabled unexplained "
        "controls."),
-    _c("UI-06", _S, _GOALS, "LH", SEED_000, GOALUI,
+    _c("UI-06", _S, _GOALS, "L", SEED_000, GOALUI,
        "Verifier messages are internal records: no assessment text, evidence identifiers or raw report is appended "
        "to chat.",
        "Canonically identified verifier messages are internal records, not assistant chat prose"),
 
     # ---- Resources and fault states
-    _c("RES-01", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("RES-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "Before continuing, recovery rechecks directory, host, model/tool availability, credentials, current "
        "permissions and budget.",
        "continuation rechecks directory, host, model/tool availability, credentials, current permissions, and budget",
        restarts=(_RK.LONG_DOWNTIME,)),
-    _c("RES-02", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("RES-02", _S, _CHAT, "MLCH", SEED_000, ARC,
        "A missing resource or revoked permission yields a precise waiting reason, never an automatic switch of "
        "project, account or model or a widening of permissions.",
        "without switching project, account, or model or expanding permissions automatically"),
-    _c("RES-03", _S, _CHAT, "MLH", SEED_000, ARC,
+    _c("RES-03", _S, _CHAT, "ML", SEED_000, ARC,
        "A temporary fault waits on a durable retry time with bounded backoff, never on idle model calls.",
        "Temporary faults use durable retry times and bounded backoff instead of idle model calls."),
-    _c("RES-04", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("RES-04", _S, _CHAT, "MLCH", SEED_000, ARC,
        "A persistent fault keeps the pending-recovery record and shows the error with Retry / Pause / End; no task "
        "is deleted.",
        "Persistent faults retain pending-recovery records and show the error plus Retry / Pause / End without "
        "deleting tasks."),
-    _c("RES-05", _S, _CHAT, "LC", SEED_000, FAIL,
+    _c("RES-05", _S, _CHAT, "LCH", SEED_000, FAIL,
        "Unavailable databases, broken migrations, missing credentials or directories, changed tool versions and lost "
        "projection events all get explicit states and recoverable actions, without clearing history or leaving "
        "unexplained disabled controls.",
        "Unavailable databases, broken migrations, missing credentials/directories, changed tool versions, and lost "
        "projection events all need explicit states and recoverable actions, without clearing history or leaving "
        "unexplained disabled controls."),
-    _c("RES-06", _L, _CHAT, "MC", SEED_000, FAIL,
+    _c("RES-06", _L, _CHAT, "MCH", SEED_000, FAIL,
        "Once a missing resource is restored through the offered action, the held work continues.",
        "all need explicit states and recoverable actions"),
 
     # ---- Paperclip: admission and execution (seed 001)
-    _c("RTY-01", _S, _PC, "MLH", SEED_001, PC_TOP,
+    _c("RTY-01", _S, _PC, "ML", SEED_001, PC_TOP,
        "A task shows exactly one of: a working state, one scheduled retry, or an ordinary Retry action.",
        "A task shows one working state, one scheduled retry, or an ordinary Retry action."),
-    _c("RTY-02", _S, _PC, "MLCH", SEED_001, PC_ADM,
+    _c("RTY-02", _S, _PC, "MLC", SEED_001, PC_ADM,
        "A Retry records its wakeup receipt before any physical work.",
        "It records an agent_wakeup_requests receipt before physical work."),
     _c("RTY-03", _S, _PC, "ML", SEED_001, PC_ADM,
        "A Retry requires authenticated board task-mutation authority.",
        "It requires authenticated board task-mutation authority."),
-    _c("RTY-04", _S, _PC, "MLH", SEED_001, PC_ADM,
+    _c("RTY-04", _S, _PC, "ML", SEED_001, PC_ADM,
        "Company/key uniqueness covers completed and failed receipts as well as pending ones.",
        "Company/key uniqueness covers completed and failed receipts as well as pending ones."),
-    _c("RTY-05", _S, _PC, "MLH", SEED_001, PC_ADM,
+    _c("RTY-05", _S, _PC, "ML", SEED_001, PC_ADM,
        "Concurrent Retry clicks attach to the already accepted work.",
        "Concurrent clicks attach to accepted work."),
-    _c("RTY-06", _S, _PC, "MLH", SEED_001, PC_ADM,
+    _c("RTY-06", _S, _PC, "ML", SEED_001, PC_ADM,
        "Only a new deliberate click after exhaustion may open a new generation; a repeated HTTP request never does.",
        "A new deliberate click after exhaustion can create a new generation; a repeated HTTP request cannot."),
     _c("RTY-07", _S, _PC, "ML", SEED_001, PC_ADM,
        "A click on an exhausted generation that needs an alternative strategy binds to that generation and "
        "continues without repeating the failed step.",
        "The click binds to that generation and continues without repeating the failed step."),
-    _c("RTY-08", _S, _PC, "LCH", SEED_001, PC_ADM,
+    _c("RTY-08", _S, _PC, "LC", SEED_001, PC_ADM,
        "A Retry never silently drops the agent's work.",
        "A Retry never silently drops the agent's work"),
     _c("RTY-09", _S, _PC, "MC", SEED_001, PC_ADM,
@@ -753,7 +752,7 @@ CLAUSES: tuple[Clause, ...] = (
        "stopped source that started before the source settled and before the current server process started), but "
        "operations with no run, of another run, or started in the current process still block reuse.",
        "The prior executor must be stopped, its leases released, and the recovery generation settled."),
-    _c("RTY-10", _S, _PC, "MCH", SEED_001, PC_ADM,
+    _c("RTY-10", _S, _PC, "MC", SEED_001, PC_ADM,
        "Otherwise the Retry runs in a fresh isolated attempt seeded from committed files, and the previous "
        "directory is retained unmodified.",
        "Otherwise the Retry continues in a fresh isolated attempt seeded from committed files. The previous "
@@ -777,7 +776,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Settling a failed re-preparation changes only a coordinator still observed, owned by that claim, without a "
        "result, for a failed run; a reattach claim of a live runner is never changed.",
        "Reattach claims (live runner) are not changed."),
-    _c("RTY-16", _S, _PC, "MCH", SEED_001, PC_ADM,
+    _c("RTY-16", _S, _PC, "MC", SEED_001, PC_ADM,
        "A GitHub Retry selects already-saved, undelivered input before replaying the failed run's older request; the "
        "selected receipts transfer to the retry owner under the dispatch transaction and link to its one successor, "
        "including after a restart or a lost dispatch response.",
@@ -791,7 +790,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Saving a deferred Retry grants no execution authority; pause, budget and access gates still pass before one "
        "successor starts.",
        "Saving that wait grants no execution authority."),
-    _c("RTY-19", _S, _PC, "MCH", SEED_001, PC_ADM,
+    _c("RTY-19", _S, _PC, "MC", SEED_001, PC_ADM,
        "Restarts reuse the Retry receipt: no new Retry generation and no repeated external publication.",
        "Restarts reuse the receipt; they do not create another Retry generation or another external publication."),
     _c("RTY-20", _S, _PC, "ML", SEED_001, PC_ADM,
@@ -801,48 +800,48 @@ CLAUSES: tuple[Clause, ...] = (
        "Missing, cyclic, contradictory or overlong (over 32 runs) retry lineage stays held; transcript hints confer "
        "no authority.",
        "Missing, cyclic, contradictory or overlong lineage stays held; transcript hints confer no authority."),
-    _c("RTY-22", _S, _PC, "MH", SEED_001, PC_ADM,
+    _c("RTY-22", _S, _PC, "M", SEED_001, PC_ADM,
        "Prior action outcomes stay recorded and are never replayed by a Retry's authorization.",
        "Prior action outcomes remain recorded and are never replayed by this authorization."),
-    _c("RTY-23", _S, _PC, "MLH", SEED_001, PC_ADM,
+    _c("RTY-23", _S, _PC, "ML", SEED_001, PC_ADM,
        "A saved message is consumed once, when execution starts.",
        "The saved message is consumed once when execution starts"),
     _c("RTY-24", _S, _PC, "ML", SEED_001, PC_ADM,
        "Unknown execution, operator Stop, changed ownership or missing receipts keep a Retry request held; "
        "preservation alone authorizes no automatic replay.",
        "Unknown execution, operator Stop, changed ownership and missing receipts keep the request held."),
-    _c("RTY-25", _S, _PC, "MCH", SEED_001, PC_ADM,
+    _c("RTY-25", _S, _PC, "MC", SEED_001, PC_ADM,
        "An accepted result goes to its existing finalizer; recovery never starts a second agent to reproduce it.",
        "Recovery does not create a second agent to reproduce that result."),
 
     # ---- Paperclip: retry policy and historical adoption
-    _c("RTY-26", _S, _PC, "MH", SEED_001, PC_POLICY,
+    _c("RTY-26", _S, _PC, "M", SEED_001, PC_POLICY,
        "Maintenance allows an initial attempt and at most five retries, at 30, 60, 120, 240 and 480 s each with "
        "±20 % jitter.",
        "Maintenance allows an initial attempt and five retries at 30, 60, 120, 240 and 480 seconds with persisted "
        "±20% jitter."),
-    _c("RTY-27", _S, _PC, "MCH", SEED_001, PC_POLICY,
+    _c("RTY-27", _S, _PC, "MC", SEED_001, PC_POLICY,
        "A retry's jitter is persisted: a restart never redraws a scheduled retry time.",
        "with persisted ±20% jitter", restarts=_KILLS),
-    _c("RTY-28", _S, _PC, "MH", SEED_001, PC_POLICY,
+    _c("RTY-28", _S, _PC, "M", SEED_001, PC_POLICY,
        "Retry scheduling stops 30 minutes after the first failure: no retry is scheduled after then, while a longer "
        "provider cooldown takes precedence, even when it ends past the window.",
        "Scheduling stops 30 minutes after the first failure."),
-    _c("RTY-29", _S, _PC, "MH", SEED_001, PC_POLICY,
+    _c("RTY-29", _S, _PC, "M", SEED_001, PC_POLICY,
        "A longer provider cooldown takes precedence over the retry schedule.",
        "A longer provider cooldown takes precedence."),
-    _c("RTY-30", _S, _PC, "MCH", SEED_001, PC_POLICY,
+    _c("RTY-30", _S, _PC, "MC", SEED_001, PC_POLICY,
        "Restarts, phase changes and rescans never replenish the retry budget.",
        "Restarts, phase changes and rescans do not replenish the budget.",
        restarts=(_RK.GRACEFUL_WORKER_RESTART, *_KILLS, _RK.LONG_DOWNTIME)),
     _c("RTY-31", _S, _PC, "ML", SEED_001, PC_POLICY,
        "Stricter execution retry limits stay separate and are never loosened by the maintenance policy.",
        "Existing stricter execution retry limits remain separate."),
-    _c("RTY-32", _S, _PC, "MH", SEED_001, PC_POLICY,
+    _c("RTY-32", _S, _PC, "M", SEED_001, PC_POLICY,
        "The maintenance sweep classifies at most 50 historical records per tick, and durable markers prevent repeat "
        "adoption.",
        "The maintenance sweep classifies at most 50 historical records per tick."),
-    _c("RTY-33", _S, _PC, "LH", SEED_001, PC_POLICY,
+    _c("RTY-33", _S, _PC, "L", SEED_001, PC_POLICY,
        "Historical failure evidence stays intact through adoption.",
        "Historical failure evidence remains intact."),
     _c("RTY-34", _S, _PC, "ML", SEED_001, PC_POLICY,
@@ -856,14 +855,14 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-36", _S, _PC, "L", SEED_001, PC_POLICY,
        "Adoption alone is never reported as proof that files were recovered.",
        "Adoption alone is not proof that files were recovered."),
-    _c("RTY-37", _S, _PC, "LH", SEED_001, PC_DIAG,
+    _c("RTY-37", _S, _PC, "L", SEED_001, PC_DIAG,
        "An admission whose outcome is unknown reconciles the same request key, never a new one.",
        "Unknown admission reconciles the same request key."),
     _c("RTY-38", _S, _PC, "ML", SEED_001, PC_ADM,
        "Each retained recovery hold of a failed execution keeps its own containment and effect checks; a hold never "
        "borrows another run's workspace strategy.",
        "It does not borrow another run's strategy or skip any hold's independent containment and effect checks."),
-    _c("RTY-39", _S, _PC, "MCH", SEED_001, PC_ADM,
+    _c("RTY-39", _S, _PC, "MC", SEED_001, PC_ADM,
        "Continuing a failed native preparation needs proof that no provider work started and exact stop receipts for "
        "every source lease; any input, result, process, output or usage evidence prevents admission.",
        "input, result, process, output and provider usage evidence still prevent admission"),
@@ -878,7 +877,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Host-restart semantics, tested through process-identity changes, hold: work meant to run is recovered, the "
        "restart is never read as a user Pause, and recovery never silently becomes cross-host takeover.",
        "Test host-restart semantics through process-identity changes", restarts=(_RK.HOST_IDENTITY_CHANGE,)),
-    _c("FA-03", _S, _CHAT, "CH", SEED_000, FAIL,
+    _c("FA-03", _S, _CHAT, "C", SEED_000, FAIL,
        "A crash before input acceptance leaves no acknowledged request; a crash after it leaves the request saved "
        "exactly once and not re-appended.",
        "Interruption points include before/after input acceptance", points=_IN, restarts=_KILLS),
@@ -894,14 +893,14 @@ CLAUSES: tuple[Clause, ...] = (
        "A crash before result commit leaves the effect recorded as unknown or the real result recovered; after "
        "commit the committed result is used; the effect is never repeated.",
        "before/after result commit", points=_RESULT, restarts=_KILLS),
-    _c("FA-07", _S, _JOBS, "CH", SEED_003, ZH_FAIL,
+    _c("FA-07", _S, _JOBS, "C", SEED_003, ZH_FAIL,
        "A crash during parent/child delivery delivers the child's result to the parent exactly once.",
        "父子消息投递中", points=("child.delivery.before", "child.delivery.after"), restarts=_KILLS),
-    _c("FA-08", _S, _GOALS, "CH", SEED_000, FAIL,
+    _c("FA-08", _S, _GOALS, "C", SEED_000, FAIL,
        "A crash after all Todo items complete but before acceptance leads to acceptance after recovery, never to "
        "achieved without it.",
        "all Todo complete before acceptance", points=("todo.complete.before_acceptance",), restarts=_KILLS),
-    _c("FA-09", _L, _CHAT, "CH", SEED_000, FAIL,
+    _c("FA-09", _L, _CHAT, "C", SEED_000, FAIL,
        "A crash after the completion commit but before projection delivery converges the projection to the "
        "committed completion without re-running the work.",
        "after completion commit before projection delivery", points=("completion.commit.before_projection",),
@@ -909,7 +908,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("FA-10", _S, _CHAT, "CH", SEED_000, FAIL,
        "A crash before or after usage persistence leaves each receipt counted exactly once or marked unknown.",
        "before/after usage persistence", points=_USAGE, restarts=_KILLS),
-    _c("FA-11", _S, _CHAT, "MCH", SEED_000, FAIL,
+    _c("FA-11", _S, _CHAT, "MC", SEED_000, FAIL,
        "A second crash at any recovery phase leaves recovery idempotent: one owner, one mode, no duplicate repair or "
        "admission.",
        "another crash during recovery", points=_RECOVERY, restarts=(_RK.CRASH_DURING_RECOVERY,)),

@@ -6,9 +6,10 @@ is judged by the cases that stopped the runtime at that point and restarted it t
 - a clause the history checker or the model prediction judged in a case counts for that case's cell;
 - a failure-acceptance clause (FA-xx) covers the points and restart kinds it names in the contract
   (model/contract.py), through the cases of the scenarios aimed at it (``Scenario.clauses``) when any
-  scenario names it; its cell is invalid when any case there broke any clause, valid when cases
-  passed, unknown otherwise (missing evidence is never a pass). An FA clause naming no point, no
-  kind and no scenario is left unjudged (listed as such), never passed.
+  scenario names it; its cell is invalid when any case there broke any clause, valid only when a check
+  of that FA clause itself held in a case there, unknown otherwise (a case that passed the other
+  checks is no evidence for a clause nothing measured: missing evidence is never a pass). An FA clause
+  naming no point, no kind and no scenario is left unjudged (listed as such), never passed.
 
 Every invalid cell carries its evidence (the violation text) and the one command that reproduces it
 (``recoverykit chaos --replay <case id>``). The report stores the sha256 of the results it was built
@@ -89,7 +90,11 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
                 for case in by_cell.get((point, kind), []):
                     if aimed and case.get("scenario") not in aimed:
                         continue
-                    verdict = Verdict.INVALID.value if case["status"] == "failed" else Verdict.VALID.value
+                    if case["status"] != "failed" and any(c["clause"] == fa.id for c in case.get("clauses", [])):
+                        continue  # its own check judged it in this case: the first loop counted that verdict
+                    # a failed case is a failure at this cell; a passed one says nothing about this FA clause
+                    # unless a check of it ran (a label without a check is never a pass)
+                    verdict = Verdict.INVALID.value if case["status"] == "failed" else Verdict.UNKNOWN.value
                     first = (case.get("violations") or [None])[0]
                     _judge(_cell(cells, (fa.id, point, kind)), verdict, case, first)
     ordered = sorted(cells.values(), key=lambda c: (_clause_order(c["clause"]), c["point"], c["kind"]))

@@ -110,3 +110,8 @@ def test_finished_with_a_committed_call_whose_tool_never_ran_breaks_rec10():
     ev = Evidence(_run({"status": "finished", "desired_state": "done"}, calls=[call]),
                   _ledger(True, tokens=["t1.0.1.0"]), WitnessLog([], [ran], None))
     assert _v(check_no_fabricated_success(ev)) == {"REC-10": Verdict.VALID}
+
+
+def test_a_stop_all_exit_is_the_user_s_stop_of_what_was_submitted_before_it():
+    ev = Evidence(_run({"status": "paused", "reason_code": "user_stopped_all"}, fault="stop_all_exit"))
+    assert _v(check_parked_reasons(ev)) == {"RI-08": Verdict.VALID}
