@@ -114,5 +114,35 @@ def check_restricted_after_unknown_write(ev: Evidence) -> list[ClauseResult]:
                     "read-only or state-probe tools")]
 
 
+def check_duplicate_call_ids(ev: Evidence) -> list[ClauseResult]:
+    """CTX-11: a response whose tool calls share an id is an explicit error, never guessed execution facts:
+    none of its calls runs (witness log), and its work item ends showing a reason, not finished as if the
+    calls had been sorted out."""
+    ambiguous = [c for c in calls(ev.ledger) if c.delivered and len(c.response.get("call_ids") or [])
+                 != len(set(c.response.get("call_ids") or []))]
+    if not ambiguous:
+        return [_result("CTX-11", Verdict.UNKNOWN, "no response carried duplicate call ids")]
+    problems = []
+    ran = {e.probe_token for e in ev.witness.executions} if ev.witness is not None else set()
+    for c in ambiguous:
+        guessed = sorted(set(c.response.get("probe_tokens") or []) & ran)
+        if guessed:
+            problems.append(f"response {c.request.get('request_id')} had duplicate call ids, yet its calls "
+                            f"{guessed} ran")
+    final = ev.history.final_observation()
+    work_of = ev.work_of_script()
+    for c in ambiguous:
+        work_id = work_of.get(c.request.get("script_id"))
+        item = next((w for w in (final.snapshot.get("work_items") or [] if final else []) if w["work_id"] == work_id),
+                    None)
+        if item is not None and (item.get("status") == "finished" or not item.get("reason_code")):
+            problems.append(f"{work_id} is {item.get('status')} with reason_code {item.get('reason_code')!r} after "
+                            "a response with duplicate call ids (no explicit error)")
+    if problems:
+        return [_result("CTX-11", Verdict.INVALID, problems[0], problems)]
+    return [_result("CTX-11", Verdict.VALID, f"{len(ambiguous)} ambiguous response(s): no call ran, the work says why")]
+
+
 REQUEST_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
-    kit_evidence(check_results_follow_calls), kit_evidence(check_restricted_after_unknown_write))
+    kit_evidence(check_results_follow_calls), kit_evidence(check_restricted_after_unknown_write),
+    kit_evidence(check_duplicate_call_ids))

@@ -45,7 +45,8 @@ def tool_calls_of(plan: Planned) -> list[dict[str, Any]]:
     for i, call in enumerate(plan.step.tool_calls):
         token = f"{plan.script.id}.{plan.step_index}.{plan.attempt}.{i}"
         arguments = {"probe_token": token, **call.arguments}
-        out.append({"id": f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{i}".replace(".", "_"),
+        n = 0 if plan.step.duplicate_call_ids else i
+        out.append({"id": f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{n}".replace(".", "_"),
                     "type": "function", "function": {"name": call.name, "arguments": json.dumps(arguments)}})
     return out
 
@@ -225,7 +226,8 @@ class Handler(BaseHTTPRequestHandler):
         outcome = {"seq": plan.seq, "request_id": plan.request_id, "status": 200, "stream": stream, "delivered": False,
                    "chunks_sent": 0, "usage_style": plan.usage_style, "usage_billed": step.usage.as_openai(),
                    "usage_reported": None, "usage_chunks": 0, "response_id": plan.response_id,
-                   "response_id_sent": False, "probe_tokens": tokens, "cut": None}
+                   "response_id_sent": False, "probe_tokens": tokens, "cut": None,
+                   "call_ids": [c["id"] for c in calls]}
         try:
             if fault is not None and fault.kind == "error":
                 self._send_json(fault.status, error_body(fault.message, "server_error" if fault.status >= 500

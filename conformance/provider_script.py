@@ -115,6 +115,8 @@ class Step(_Strict):
     usage_style: UsageStyle | None = Field(None, description="how usage is reported; None: the script's style")
     cumulative_usage: bool | None = Field(None, description="old form of usage_style: true cumulative, false final")
     faults: list[Fault] = Field(default_factory=list)
+    duplicate_call_ids: bool = Field(False, description="every tool call of the step carries the first call's id "
+                                                        "(an ambiguous response, CTX-11)")
 
     @model_validator(mode="after")
     def _has_a_reply(self) -> Step:

@@ -446,6 +446,14 @@ def drive_frontend_reload(run: Run) -> list[ClauseResult]:
     return [expect_desired(final, [work_id], {"run", "done"}, "CTL-01", "after a frontend reload")]
 
 
+def drive_duplicate_call_ids(run: Run) -> list[ClauseResult]:
+    """A response whose two tool calls share one id: which result belongs to which call would be a guess."""
+    run.start()
+    submit(run, "dup")
+    run.settle(SETTLE_S)
+    return []
+
+
 def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
     """A graceful restart while a tool runs: the answered step is a saved checkpoint, never asked again."""
     run.start()
@@ -616,6 +624,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("CTL-01", "RI-04", "INP-01"), drive_frontend_reload,
              Chaos(none="a frontend reload is itself a restart kind (frontend_reload), which chaos applies at every "
                         "point of the chat scenarios")),
+    Scenario("duplicate_call_ids", "a response's tool calls share one id: an explicit error, nothing guessed",
+             _CHAT, (script("dup", {**tool_step("probe_unknown"), "tool_calls": [
+                 {"name": "probe_unknown", "arguments": {}}, {"name": "probe_unknown", "arguments": {}}],
+                 "duplicate_call_ids": True}, text_step(), usage="final"),), ("probe_unknown",),
+             ("CTX-11", "INP-01", "UI-05"), drive_duplicate_call_ids,
+             Chaos(none="the fault is the provider's response itself; no restart is involved")),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

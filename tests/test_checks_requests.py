@@ -69,3 +69,37 @@ def test_a_write_whose_result_was_emitted_or_no_restart_is_not_judged():
     assert _v(check_restricted_after_unknown_write(emitted)) == {"EFF-02": Verdict.UNKNOWN}
     calm = Evidence(_history(), [_req(1, GOOD, time=2.0)], _unknown_write(False))
     assert _v(check_restricted_after_unknown_write(calm)) == {"EFF-02": Verdict.UNKNOWN}
+
+
+def _ambiguous(tokens_ran, final_item):
+    from recoverykit.conformance.checks_requests import check_duplicate_call_ids
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    op = rec.invoke("submit", {"session_id": "s", "text": "[[rk-script:t1]] hi", "client_msg_id": "c"})
+    rec.complete(op, "ok", {"work_id": "w1", "input_id": "i"})
+    rec.now = 3.0
+    rec.observe({"work_items": [{"work_id": "w1", **final_item}]}, quiescent=True)
+    ledger = [{"event": "request", "seq": 1, "time": 1.0, "script_id": "t1", "messages": []},
+              {"event": "response", "seq": 1, "time": 1.1, "delivered": True, "call_ids": ["call_a", "call_a"],
+               "probe_tokens": ["t1.0.1.0", "t1.0.1.1"]}]
+    ran = [Execution(t, "probe_unknown", "unknown", 9, 1.2, 1.2, 1.3, "ok", 0) for t in tokens_ran]
+    return _v(check_duplicate_call_ids(Evidence(rec.history, ledger, WitnessLog([], ran, None))))
+
+
+def test_duplicate_call_ids_are_an_explicit_error_never_a_guess():
+    assert _ambiguous([], {"status": "waiting", "reason_code": "retry_exhausted"}) == {"CTX-11": Verdict.VALID}
+    assert _ambiguous(["t1.0.1.0"], {"status": "waiting", "reason_code": "retry_exhausted"}) \
+        == {"CTX-11": Verdict.INVALID}
+    assert _ambiguous([], {"status": "finished", "reason_code": "finished"}) == {"CTX-11": Verdict.INVALID}
+
+
+def test_the_scripted_provider_can_answer_with_duplicate_call_ids():
+    from recoverykit.conformance.provider import Planned
+    from recoverykit.conformance.provider_handler import tool_calls_of
+    from recoverykit.conformance.provider_script import ProviderScript
+
+    script = ProviderScript.model_validate({"scripts": [{"id": "d", "steps": [
+        {"tool_calls": [{"name": "probe_read"}, {"name": "probe_read"}], "duplicate_call_ids": True}]}]})
+    s = script.scripts[0]
+    ids = [c["id"] for c in tool_calls_of(Planned(1, "r", 1, s, 0, s.step(0), "chatcmpl-1"))]
+    assert len(ids) == 2 and len(set(ids)) == 1
