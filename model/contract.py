@@ -396,7 +396,7 @@ CLAUSES: tuple[Clause, ...] = (
        "reasoning signature.",
        "Interrupted responses retain partial text and an interruption marker without reusing incomplete reasoning "
        "signatures.", points=("provider.response.midstream",)),
-    _c("CTX-11", _S, _CHAT, "L", SEED_000, HIST,
+    _c("CTX-11", _S, _CHAT, "LH", SEED_000, HIST,
        "Ambiguous duplicate call IDs within one response produce an explicit error, never guessed execution facts.",
        "Ambiguous duplicate call IDs within one response produce an explicit error rather than guessed execution "
        "facts."),
