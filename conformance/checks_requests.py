@@ -8,7 +8,7 @@ call id a tool message answers, its text's digest) and the tools offered (``prov
   request): a result without its call is never a tool-protocol item;
 - CTX-08: in every request each assistant message's calls are answered right after it (the results are
   adjacent to their call, before anything else), and the user messages of one script, request after request,
-  keep their order and text (a later request's user messages extend the earlier ones', never rewrite them);
+  keep their order (those a later request shares with earlier ones appear in the same order);
 - EFF-02: the first request of a script after a restart that left one of its unsafe tool calls' outcome
   unknown (the witness shows the probe ran, but it never emitted its result) offers only tools that are safe
   for recovery (read-only or state probes), since nothing has reconciled that write yet.
@@ -60,11 +60,13 @@ def check_results_follow_calls(ev: Evidence) -> list[ClauseResult]:
         script = c.request.get("script_id")
         mine = [m["sha"] for m in messages if m["role"] == "user"]
         if script:
-            before = users.get(script)
-            if before is not None and mine[:len(before)] != before:
-                rewritten.append(f"request {rid}: script {script}'s user messages changed or lost their order "
-                                 f"({len(before)} earlier, {len(mine)} now)")
-            users[script] = mine if before is None or len(mine) >= len(before) else before
+            # the user messages this request shares with the script's earlier ones keep their order (a runtime
+            # may send a new work item of the session without the earlier turns; it may never reorder them)
+            before = users.get(script, [])
+            common = [sha for sha in mine if sha in before]
+            if common != [sha for sha in before if sha in common]:
+                rewritten.append(f"request {rid}: script {script}'s user messages are out of their order")
+            users[script] = before + [sha for sha in mine if sha not in before]
     out = []
     if not with_results:
         out.append(_result("CTX-09", Verdict.UNKNOWN, "no request carried a tool result"))
@@ -131,7 +133,7 @@ def check_duplicate_call_ids(ev: Evidence) -> list[ClauseResult]:
                             f"{guessed} ran")
     final = ev.history.final_observation()
     work_of = ev.work_of_script()
-    for c in ambiguous:
+    for c in ambiguous if final is not None and final.quiescent else []:  # the outcome: only once settled
         work_id = work_of.get(c.request.get("script_id"))
         item = next((w for w in (final.snapshot.get("work_items") or [] if final else []) if w["work_id"] == work_id),
                     None)
@@ -140,6 +142,8 @@ def check_duplicate_call_ids(ev: Evidence) -> list[ClauseResult]:
                             "a response with duplicate call ids (no explicit error)")
     if problems:
         return [_result("CTX-11", Verdict.INVALID, problems[0], problems)]
+    if final is None or not final.quiescent:
+        return [_result("CTX-11", Verdict.UNKNOWN, "the run never settled after the ambiguous response")]
     return [_result("CTX-11", Verdict.VALID, f"{len(ambiguous)} ambiguous response(s): no call ran, the work says why")]
 
 

@@ -48,8 +48,12 @@ def test_a_result_without_its_call_breaks_ctx09():
 def test_a_result_parted_from_its_call_or_rewritten_user_messages_break_ctx08():
     apart = [_m("user", sha="u1"), _m("assistant", calls=["c1"]), _m("user", sha="u2"), _m("tool", answers="c1")]
     assert _v(check_results_follow_calls(Evidence(_history(), [_req(1, apart)])))["CTX-08"] is Verdict.INVALID
-    ev = Evidence(_history(), [_req(1, GOOD), _req(2, [_m("user", sha="other"), *GOOD[1:]], time=2.0)])
+    two = [_m("user", sha="u1"), _m("user", sha="u2"), *GOOD[1:]]
+    swapped = [_m("user", sha="u2"), _m("user", sha="u1"), *GOOD[1:]]
+    ev = Evidence(_history(), [_req(1, two), _req(2, swapped, time=2.0)])
     assert _v(check_results_follow_calls(ev))["CTX-08"] is Verdict.INVALID
+    fresh = Evidence(_history(), [_req(1, GOOD), _req(2, [_m("user", sha="u9"), *GOOD[1:]], time=2.0)])
+    assert _v(check_results_follow_calls(fresh))["CTX-08"] is Verdict.VALID  # a new item without earlier turns
 
 
 def _unknown_write(emitted):

@@ -134,6 +134,13 @@ class Worker:
                 self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='known' WHERE request_id=?",
                                 (reply["usage"][0], reply["usage"][1], request_id))
         failpoint("usage.persist.after", work_id)
+        ids = [c.get("id") for c in reply["tool_calls"]]
+        if len(ids) != len(set(ids)):  # which result belongs to which call would be a guess: an explicit error
+            with tx(self.db):
+                self.db.execute("UPDATE work SET status='waiting', reason='retry_exhausted' WHERE work_id=?",
+                                (work_id,))
+                self.db.execute("UPDATE leases SET released=1 WHERE work_id=?", (work_id,))
+            return
         assistant = {"role": "assistant", "content": reply["text"] or None}
         if reply["tool_calls"]:
             assistant["tool_calls"] = reply["tool_calls"]
