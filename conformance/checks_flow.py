@@ -10,7 +10,8 @@ asked for what:
   item may finish the one step it had in flight, but no new step of it is requested;
 - REC-09: after a forced shutdown, recovery proceeds from the last committed records: a step whose answer
   the runtime had committed before the kill (its tool call was on record) is never requested again;
-- CTL-04: graceful shutdown saves checkpoints: a step answered before a graceful restart began is never
+- CTL-04: graceful shutdown saves checkpoints: a step requested before a graceful restart began and answered
+  whole (before it, or while the runtime was shutting down) is never
   requested again after it.
 
 Evidence the run did not produce (nothing finished, no stop, no fault) gives ``unknown``.
@@ -165,8 +166,10 @@ def check_recovery_from_committed(ev: Evidence) -> list[ClauseResult]:
     judged_forced = judged_graceful = 0
     for fault in _restarts(ev):
         if fault.kind in GRACEFUL:
-            def answered(c: Call, fault=fault) -> bool:  # an answer that came while the user wanted it to run
-                return (c.delivered and c.response.get("time", float("inf")) < fault.time
+            # an answer to a request sent before the graceful restart, delivered whole (through [DONE]) while the
+            # user wanted it to run: a runtime that shuts down gracefully reads what its socket already holds
+            def answered(c: Call, fault=fault) -> bool:
+                return (c.delivered and c.request["time"] < fault.time
                         and not any(_stopped(ev, w, c.response["time"]) for w in owners.get(c.request.get("script_id"),
                                                                                             ())))
             attempts = [c for c in calls(ev.ledger) if answered(c)]
