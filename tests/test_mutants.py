@@ -18,7 +18,6 @@ import kill
 import mutate
 
 MUTANTS = mutate.load()
-KNOWN_SURVIVORS: dict[str, str] = {}  # name -> why its check cannot kill it yet (xfail, strict)
 
 
 def test_the_library_holds_at_least_thirty_mutants_with_unique_names():
@@ -32,8 +31,7 @@ def test_every_mutant_materializes_and_compiles(tmp_path):
         assert (dest / m.package / m.file).read_text().count(f".hit({m.name!r})") == 1
 
 
-@pytest.mark.parametrize("m", [pytest.param(m, id=m.name, marks=[pytest.mark.xfail(
-    reason=KNOWN_SURVIVORS[m.name], strict=True)] if m.name in KNOWN_SURVIVORS else []) for m in MUTANTS])
+@pytest.mark.parametrize("m", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_the_mutant_is_killed_naming_its_clause(m, tmp_path):
     outcome = kill.run(m, tmp_path)
     stage = outcome.stages[0]
@@ -51,5 +49,5 @@ def test_the_shipped_proofs_name_exactly_the_library_s_mutants():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import mutants as matrix
 
-    expected = matrix.proofs_of((m.clause, m.name) for m in MUTANTS if m.name not in KNOWN_SURVIVORS)
+    expected = matrix.proofs_of((m.clause, m.name) for m in MUTANTS)
     assert json.loads(PROOFS.read_text())["clauses"] == expected["clauses"]
