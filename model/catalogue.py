@@ -23,6 +23,7 @@ class Profile(StrEnum):
     JOBS = "jobs"
     APPROVALS = "approvals"
     PAPERCLIP_RETRY = "paperclip_retry"
+    WAITS = "waits"  # durable waits and their notifications (seed 000, Todo and acceptance); see D18
 
 
 class Reach(StrEnum):

@@ -142,8 +142,8 @@ class Omission:
 
 
 _S, _L = Kind.SAFETY, Kind.LIVENESS
-_CHAT, _GOALS, _JOBS, _APR, _PC = (Profile.CHAT_CORE, Profile.GOALS, Profile.JOBS, Profile.APPROVALS,
-                                   Profile.PAPERCLIP_RETRY)
+_CHAT, _GOALS, _JOBS, _APR, _PC, _WAITS = (Profile.CHAT_CORE, Profile.GOALS, Profile.JOBS, Profile.APPROVALS,
+                                           Profile.PAPERCLIP_RETRY, Profile.WAITS)
 _RK = RestartKind
 
 # Section headings (or, for paragraphs without one, the phrase that opens them) as the seeds spell them.
@@ -478,23 +478,23 @@ CLAUSES: tuple[Clause, ...] = (
        "暂停、停止、完成、审批未通过和预算耗尽均保留"),
 
     # ---- Waits and notifications
-    _c("WAIT-01", _S, _CHAT, "ML", SEED_000, TODO,
+    _c("WAIT-01", _S, _WAITS, "ML", SEED_000, TODO,
        "A durable wait saves work_id / Goal revision, handle, observed version and a unique consumption key.",
        "saving work_id / Goal revision, handle, observed version, and unique consumption key"),
-    _c("WAIT-02", _S, _CHAT, "MC", SEED_000, TODO,
+    _c("WAIT-02", _S, _WAITS, "MC", SEED_000, TODO,
        "A completion, failure or timeout notification admits its continuation exactly once, never twice, and only if "
        "intent is still run, versions match and no other execution is current.",
        "admit exactly once only if intent remains run, versions match, and no other current execution exists"),
-    _c("WAIT-03", _L, _CHAT, "MC", SEED_000, TODO,
+    _c("WAIT-03", _L, _WAITS, "MC", SEED_000, TODO,
        "A missing notification is found by reconciliation polling with backoff.",
        "Existing reconciliation polls for missing notifications with backoff."),
-    _c("WAIT-04", _L, _CHAT, "MC", SEED_000, TODO,
+    _c("WAIT-04", _L, _WAITS, "MC", SEED_000, TODO,
        "A result arriving during a restart is saved and then continued automatically under the same rules.",
        "Save results arriving during restart, then automatically continue under the same rules."),
-    _c("WAIT-05", _S, _CHAT, "ML", SEED_000, TODO,
+    _c("WAIT-05", _S, _WAITS, "ML", SEED_000, TODO,
        "Pause, cancel or a revision invalidates old wakeups without discarding their results.",
        "Pause, cancel, or revision invalidates old wakeups without discarding results"),
-    _c("WAIT-06", _S, _CHAT, "ML", SEED_000, TODO,
+    _c("WAIT-06", _S, _WAITS, "ML", SEED_000, TODO,
        "A query timeout is never taken to mean the external operation stopped.",
        "query timeout does not imply the external operation stopped"),
 
