@@ -1,0 +1,184 @@
+"""Recovery decisions as a client sees them: one mode per decision, continuation keys, and original records.
+
+Seed 000 (Interruption recovery, step 3; Automatic recovery contract, steps 4-6): a recovery either continues
+the interrupted turn from a safe checkpoint or repairs it (placeholders under a stable repair key, the old turn
+ended interrupted) and admits a new turn, never both; the continuation binds to one control version and one
+continuation key, stable across restarts; derived views never overwrite original records. The observe snapshot
+shows each turn (its predecessor, continuation key and status), each tool call (its repair key) and each work
+item (its control version); what a turn's key is derived from is the runtime's business (it is opaque), but
+whether it stays the same and whether a turn outlives its control version is visible:
+
+- REC-11: a turn is continued by at most one new turn, and a turn that was continued by a new turn ended
+  interrupted (it was not resumed as a checkpoint while the new turn ran: not active, not completed);
+- REC-14: a turn ended interrupted has a repair key on every call it left without a real result, and if its
+  work item went on to finish, a new turn continued it;
+- REC-05: a turn's continuation key never changes once shown, across every observation and restart;
+- REC-15: a turn runs under one control version only: a turn last seen active under one version of its work
+  item never completes under another (after a Pause and Resume, the continuation is a new turn, a new key);
+- UI-03: an original record once shown is never overwritten afterwards: an accepted input's text, a turn's
+  terminal status (completed or interrupted), a committed tool result.
+
+All of it is what the runtime reports about itself (observe); a clause whose records the run never showed (no
+restart, no interrupted turn, no control change while a turn ran) is unknown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result
+from recoverykit.conformance.history import Observation, restarts
+from recoverykit.model.catalogue import Verdict
+
+_TERMINAL = ("completed", "interrupted")
+
+
+def _turns(o: Observation) -> list[dict[str, Any]]:
+    return o.snapshot.get("turns") or []
+
+
+def _verdict(clause_id: str, problems: list[str], judged: int, nothing: str) -> ClauseResult:
+    if problems:
+        return _result(clause_id, Verdict.INVALID, problems[0], problems)
+    if not judged:
+        return _result(clause_id, Verdict.UNKNOWN, nothing)
+    return _result(clause_id, Verdict.VALID, f"{judged} judged")
+
+
+def check_recovery_modes(ev: Evidence) -> list[ClauseResult]:
+    """REC-11 exactly one recovery mode per decision; REC-14 repair-and-new-turn fills, ends and admits."""
+    final = ev.history.final_observation()
+    turns = None if final is None else final.snapshot.get("turns")
+    if turns is None or not restarts(ev.history):
+        why = "turns not observed" if turns is None else "the run never restarted, so nothing was recovered"
+        return [_result(i, Verdict.UNKNOWN, why) for i in ("REC-11", "REC-14")]
+    modes, repairs = [], []
+    continued = 0
+    for o in ev.snapshots():
+        successors: dict[str, list[str]] = defaultdict(list)
+        by_id = {t["turn_id"]: t for t in _turns(o)}
+        for t in _turns(o):
+            if t.get("predecessor") is not None:
+                successors[t["predecessor"]].append(t["turn_id"])
+        for old, new in successors.items():
+            continued += 1
+            if len(new) > 1:
+                modes.append(f"observation {o.index}: turn {old} is continued by {len(new)} turns {sorted(new)}")
+            status = (by_id.get(old) or {}).get("status")
+            if status in ("active", "completed"):
+                modes.append(f"observation {o.index}: turn {old} is {status} though new turn {new[0]} continues "
+                             "it: a checkpoint resumed and a new turn started together")
+    calls = final.snapshot.get("tool_calls")
+    items = {w["work_id"]: w for w in final.snapshot.get("work_items") or []}
+    interrupted = [t for t in turns if t.get("status") == "interrupted"]
+    followed = {t.get("predecessor") for t in turns}
+    if calls is not None:
+        for t in interrupted:
+            for c in calls:
+                if c.get("turn_id") == t["turn_id"] and c.get("status") in ("never_started", "outcome_unknown") \
+                        and not c.get("repair_key"):
+                    repairs.append(f"call {c['call_id']} of interrupted turn {t['turn_id']} is {c['status']} with "
+                                   "no repair key: its missing output was not filled under a stable key")
+            it = items.get(t["work_id"])
+            if it is not None and it.get("status") == "finished" and t["turn_id"] not in followed:
+                repairs.append(f"turn {t['turn_id']} ended interrupted and {t['work_id']} finished, yet no new turn "
+                               "continued it")
+    return [_verdict("REC-11", modes, continued, "no turn was continued by another"),
+            _verdict("REC-14", repairs, len(interrupted) if calls is not None else 0,
+                     "no turn ended interrupted (or tool_calls not observed)")]
+
+
+def check_continuation_keys(ev: Evidence) -> list[ClauseResult]:
+    """REC-05 a turn's continuation key is stable across observations and restarts; REC-15 a turn lives under
+    one control version: a control that moved its work item's version ends its continuation."""
+    observed = [o for o in ev.snapshots() if o.snapshot.get("turns") is not None]
+    if not observed:
+        return [_result(i, Verdict.UNKNOWN, "turns not observed") for i in ("REC-05", "REC-15")]
+    keys: dict[str, tuple[str, int]] = {}
+    changed: list[str] = []
+    stable = 0
+    active_at: dict[str, tuple[int, int]] = {}  # turn -> (control version, observation) last seen active
+    outlived: list[str] = []
+    bound = 0
+    reported: set[str] = set()
+    for o in observed:
+        versions = {w["work_id"]: w.get("control_version") for w in o.snapshot.get("work_items") or []}
+        for t in _turns(o):
+            tid, key = t["turn_id"], t.get("continuation_key")
+            if key is not None:
+                if tid in keys and keys[tid][0] != key and tid not in reported:
+                    reported.add(tid)
+                    changed.append(f"turn {tid} had continuation key {keys[tid][0]!r} at observation {keys[tid][1]} "
+                                   f"and {key!r} at observation {o.index}")
+                elif tid in keys:
+                    stable += 1
+                keys.setdefault(tid, (key, o.index))
+            cv = versions.get(t["work_id"])
+            if cv is None:
+                continue
+            seen = active_at.get(tid)
+            status = t.get("status")
+            # a turn may stay active after a control is acknowledged (its owner learns of it at its next durable
+            # check, or died before it did: a stale record of a dead owner continues nothing); completing under
+            # the new version is the old continuation going on under a version it was not admitted for
+            if seen is not None and seen[0] != cv and status != "active":
+                bound += 1
+                if status == "completed" and tid not in reported:
+                    reported.add(tid)
+                    outlived.append(f"turn {tid} was active under control version {seen[0]} (observation {seen[1]})"
+                                    f" and is {status} under version {cv} (observation {o.index}): it "
+                                    "outlived the control that changed its version")
+            if status == "active":
+                active_at[tid] = (cv, o.index)
+            else:
+                active_at.pop(tid, None)
+    moved = [o for o in observed if o is not observed[0]]
+    return [_verdict("REC-05", changed, stable if restarts(ev.history) and moved else 0,
+                     "no keyed turn observed twice across a restart"),
+            _verdict("REC-15", outlived, bound, "no control changed a work item's version while a turn of it ran")]
+
+
+def check_originals(ev: Evidence) -> list[ClauseResult]:
+    """UI-03: once shown, an original record is never overwritten: an accepted input, a turn's terminal status,
+    a committed tool result."""
+    first: dict[tuple[str, str], tuple[Any, int]] = {}
+    problems: list[str] = []
+    judged = 0
+    for o in ev.snapshots():
+        facts: list[tuple[tuple[str, str], Any]] = []
+        for w in o.snapshot.get("work_items") or []:
+            facts += [(("input", i["input_id"]), (i.get("client_msg_id"), i.get("text")))
+                      for i in w.get("inputs") or []]
+        facts += [(("turn", t["turn_id"]), t["status"]) for t in _turns(o) if t.get("status") in _TERMINAL]
+        facts += [(("result", c["call_id"]), c["status"]) for c in o.snapshot.get("tool_calls") or []
+                  if c.get("status") == "result_committed"]
+        now = dict(facts)
+        for k, (value, at) in first.items():
+            if k[0] == "input" and o.snapshot.get("work_items") is None:
+                continue
+            if k[0] == "turn" and o.snapshot.get("turns") is None:
+                continue
+            if k[0] == "result" and o.snapshot.get("tool_calls") is None:
+                continue
+            judged += 1
+            if k[0] == "turn":
+                status = next((t["status"] for t in _turns(o) if t["turn_id"] == k[1]), None)
+                if status != value:
+                    problems.append(f"turn {k[1]} was {value} at observation {at} and is {status or 'gone'} at "
+                                    f"observation {o.index}: an original record was overwritten")
+            elif k[0] == "result":
+                status = next((c["status"] for c in o.snapshot.get("tool_calls") or [] if c["call_id"] == k[1]),
+                              None)
+                if status != value:
+                    problems.append(f"tool call {k[1]} had its result committed at observation {at} and is "
+                                    f"{status or 'gone'} at observation {o.index}")
+            elif now.get(k) != value:
+                problems.append(f"input {k[1]} was {value} at observation {at} and is {now.get(k) or 'gone'} at "
+                                f"observation {o.index}")
+        for k, value in facts:
+            first.setdefault(k, (value, o.index))
+    return [_verdict("UI-03", problems[:20], judged, "no original record was observed twice")]
+
+
+DECISION_CHECKS = (check_recovery_modes, check_continuation_keys, check_originals)
