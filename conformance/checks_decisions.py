@@ -15,8 +15,8 @@ whether it stays the same and whether a turn outlives its control version is vis
 - REC-05: a turn's continuation key never changes once shown, across every observation and restart;
 - REC-15: a turn runs under one control version only: a turn last seen active under one version of its work
   item never completes under another (after a Pause and Resume, the continuation is a new turn, a new key);
-- UI-03: an original record once shown is never overwritten afterwards: an accepted input's text, a turn's
-  terminal status (completed or interrupted), a committed tool result.
+- UI-02 / UI-03: an original record once shown is never overwritten afterwards by a cleanup or a derived view:
+  an accepted input's text, a turn's terminal status (completed or interrupted), a committed tool result.
 
 All of it is what the runtime reports about itself (observe); a clause whose records the run never showed (no
 restart, no interrupted turn, no control change while a turn ran) is unknown.
@@ -140,7 +140,7 @@ def check_continuation_keys(ev: Evidence) -> list[ClauseResult]:
 
 
 def check_originals(ev: Evidence) -> list[ClauseResult]:
-    """UI-03: once shown, an original record is never overwritten: an accepted input, a turn's terminal status,
+    """UI-02 / UI-03: once shown, an original record is never overwritten: an accepted input, a turn's terminal status,
     a committed tool result."""
     first: dict[tuple[str, str], tuple[Any, int]] = {}
     problems: list[str] = []
@@ -178,7 +178,11 @@ def check_originals(ev: Evidence) -> list[ClauseResult]:
                                 f"observation {o.index}")
         for k, value in facts:
             first.setdefault(k, (value, o.index))
-    return [_verdict("UI-03", problems[:20], judged, "no original record was observed twice")]
+    # UI-02 (an orphan cleanup repairs only derived projections) and UI-03 (derived views never overwrite originals)
+    # forbid the same thing a client can see: an original record changed after it was shown. Which derived code
+    # path wrote it is the runtime's inside; both are broken by it.
+    nothing = "no original record was observed twice"
+    return [_verdict("UI-02", problems[:20], judged, nothing), _verdict("UI-03", problems[:20], judged, nothing)]
 
 
 DECISION_CHECKS = (check_recovery_modes, check_continuation_keys, check_originals)

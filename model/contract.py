@@ -669,7 +669,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Clients rebuild from canonical snapshots and monotonic event sequences; display is never a second control "
        "implementation.",
        "App/Web/TUI reconstruct from canonical snapshots and monotonic event sequences"),
-    _c("UI-02", _S, _CHAT, "LC", SEED_000, ARC,
+    _c("UI-02", _S, _CHAT, "LCH", SEED_000, ARC,
        "UI orphan cleanup repairs only derived projections, never original records.",
        "UI orphan cleanup repairs only derived projections"),
     _c("UI-03", _S, _CHAT, "LCH", SEED_000, LAYER,
