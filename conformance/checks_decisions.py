@@ -18,8 +18,14 @@ whether it stays the same and whether a turn outlives its control version is vis
 - UI-02 / UI-03: an original record once shown is never overwritten afterwards by a cleanup or a derived view:
   an accepted input's text, a turn's terminal status (completed or interrupted), a committed tool result.
 
-All of it is what the runtime reports about itself (observe); a clause whose records the run never showed (no
-restart, no interrupted turn, no control change while a turn ran) is unknown.
+- FA-09: a work item whose completion was committed before a restart (shown finished) is not run again after it,
+  and the runtime converges to that completion: the provider gets no new request of its script and no probe of
+  its script runs again (the kit's ledger and witness log); no new turn is admitted for it and, once settled, it
+  is shown finished (observe).
+
+All but FA-09's ledger and witness part is what the runtime reports about itself (observe); a clause whose
+records the run never showed (no restart, no interrupted turn, no control change while a turn ran, no completion
+committed before a restart) is unknown.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result
-from recoverykit.conformance.history import Observation, restarts
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.history import Fault, Observation, restarts
+from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
 
 _TERMINAL = ("completed", "interrupted")
@@ -185,4 +192,80 @@ def check_originals(ev: Evidence) -> list[ClauseResult]:
     return [_verdict("UI-02", problems[:20], judged, nothing), _verdict("UI-03", problems[:20], judged, nothing)]
 
 
-DECISION_CHECKS = (check_recovery_modes, check_continuation_keys, check_originals)
+def _committed_before(ev: Evidence, fault: Fault) -> dict[str, set[str]] | None:
+    """work_id -> the turn ids shown at the last observation before ``fault``, for every work item whose
+    completion that observation shows committed (a completed turn, or the item finished); None if there was none."""
+    before = next((o for o in reversed(ev.snapshots()) if o.index < fault.index), None)
+    if before is None or before.snapshot.get("work_items") is None:
+        return None
+    turns = before.snapshot.get("turns") or []
+    # the work item's own status, not a turn's: a runtime may complete several turns within one request
+    done = {w["work_id"] for w in before.snapshot["work_items"] if w.get("status") == "finished"}
+    return {w: {t["turn_id"] for t in turns if t["work_id"] == w} for w in done}
+
+
+def _sole_script(ev: Evidence) -> dict[str, str]:
+    """work_id -> its script, for scripts whose acknowledged submits all went to that one work item (a second work
+    item on the same script could own a later request)."""
+    from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
+    owners: dict[str, set[str]] = defaultdict(set)
+    for invoke, done in ev.history.completions():
+        if invoke.f == "submit" and done is not None and done.type == "ok":
+            for script in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
+                owners[script].add(done.value["work_id"])
+    return {next(iter(ws)): s for s, ws in owners.items() if len(ws) == 1}
+
+
+@kit_evidence
+def check_completion_not_rerun(ev: Evidence) -> list[ClauseResult]:
+    """FA-09, from the kit's own records: no provider request and no probe run of a work item whose completion was
+    committed before a restart, after that restart."""
+    script_of = _sole_script(ev)
+    problems: list[str] = []
+    judged = 0
+    for fault in restarts(ev.history):
+        committed = _committed_before(ev, fault) or {}
+        for work_id in committed:
+            script = script_of.get(work_id)
+            if script is None:
+                continue
+            judged += 1
+            asked = [c.request.get("request_id") for c in calls(ev.ledger)
+                     if c.request.get("script_id") == script and c.request.get("time", 0) > fault.time]
+            if asked:
+                problems.append(f"{work_id} was completed before the {fault.kind} (event {fault.index}) and asked the "
+                                f"provider again after it: {asked[:3]}")
+            ran = [e.probe_token for e in (ev.witness.executions if ev.witness else [])
+                   if e.probe_token.startswith(f"{script}.") and e.started > fault.time]
+            if ran:
+                problems.append(f"{work_id} was completed before the {fault.kind} and ran its tools again: {ran[:3]}")
+    return [_verdict("FA-09", problems, judged, "no work item of a known script was completed before a restart")]
+
+
+def check_completion_converges(ev: Evidence) -> list[ClauseResult]:
+    """FA-09, from observe: a completion committed before a restart stands after it: no new turn, finished."""
+    final = ev.history.final_observation()
+    if final is None or not final.quiescent or final.snapshot.get("work_items") is None:
+        return [_result("FA-09", Verdict.UNKNOWN, "the run never settled with work items observed")]
+    items = {w["work_id"]: w for w in final.snapshot["work_items"]}
+    final_turns = final.snapshot.get("turns")
+    problems: list[str] = []
+    judged = 0
+    for fault in restarts(ev.history):
+        for work_id, known in (_committed_before(ev, fault) or {}).items():
+            judged += 1
+            it = items.get(work_id)
+            if it is None or it.get("status") != "finished":
+                problems.append(f"{work_id} was completed before the {fault.kind} (event {fault.index}) and is "
+                                f"{(it or {}).get('status', 'gone')} once the runtime settled: it did not converge "
+                                "to its committed completion")
+            new = sorted(t["turn_id"] for t in final_turns or []
+                         if t["work_id"] == work_id and t["turn_id"] not in known)
+            if new:
+                problems.append(f"{work_id} was completed before the {fault.kind} and new turns {new} were admitted "
+                                "for it after: the work ran again")
+    return [_verdict("FA-09", problems, judged, "no work item was completed before a restart")]
+
+
+DECISION_CHECKS = (check_recovery_modes, check_continuation_keys, check_originals, check_completion_not_rerun,
+                   check_completion_converges)
