@@ -900,7 +900,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A crash after all Todo items complete but before acceptance leads to acceptance after recovery, never to "
        "achieved without it.",
        "all Todo complete before acceptance", points=("todo.complete.before_acceptance",), restarts=_KILLS),
-    _c("FA-09", _L, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-09", _L, _CHAT, "CH", SEED_000, FAIL,
        "A crash after the completion commit but before projection delivery converges the projection to the "
        "committed completion without re-running the work.",
        "after completion commit before projection delivery", points=("completion.commit.before_projection",),
