@@ -868,7 +868,7 @@ CLAUSES: tuple[Clause, ...] = (
        "input, result, process, output and provider usage evidence still prevent admission"),
 
     # ---- Restart failure acceptance (seed 000, with 003 where it is more precise)
-    _c("FA-01", _S, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-01", _S, _CHAT, "CH", SEED_000, FAIL,
        "Every safety clause holds after each restart kind: frontend reload, normal exit, graceful worker restart, "
        "forced kill, downtime past two hours, and a crash during recovery.",
        "Cover frontend reload, normal App exit, graceful worker restart, forced worker termination, downtime beyond "
