@@ -18,6 +18,9 @@ whether it stays the same and whether a turn outlives its control version is vis
 - UI-02 / UI-03: an original record once shown is never overwritten afterwards by a cleanup or a derived view:
   an accepted input's text, a turn's terminal status (completed or interrupted), a committed tool result.
 
+- UI-01: the versions a client rebuilds from move forward only: a work item's control version never goes back,
+  across every observation and restart, and a user's control that changed its run intent (to or from paused or
+  cancelled) came with a new version;
 - FA-09: a work item whose completion was committed before a restart (shown finished) is not run again after it,
   and the runtime converges to that completion: the provider gets no new request of its script and no probe of
   its script runs again (the kit's ledger and witness log); no new turn is admitted for it and, once settled, it
@@ -267,5 +270,32 @@ def check_completion_converges(ev: Evidence) -> list[ClauseResult]:
     return [_verdict("FA-09", problems, judged, "no work item was completed before a restart")]
 
 
-DECISION_CHECKS = (check_recovery_modes, check_continuation_keys, check_originals, check_completion_not_rerun,
-                   check_completion_converges)
+_CONTROLLED = {"paused", "cancelled"}
+
+
+def check_monotonic_versions(ev: Evidence) -> list[ClauseResult]:
+    """UI-01: control versions only move forward, and every change of run intent by a control has its own."""
+    last: dict[str, tuple[int, str, int]] = {}  # work_id -> (control version, desired_state, observation)
+    problems: list[str] = []
+    judged = 0
+    for o in ev.snapshots():
+        for w in o.snapshot.get("work_items") or []:
+            cv, desired = w.get("control_version"), w.get("desired_state")
+            if not isinstance(cv, int):
+                continue
+            before = last.get(w["work_id"])
+            last[w["work_id"]] = (cv, desired, o.index)
+            if before is None:
+                continue
+            judged += 1
+            if cv < before[0]:
+                problems.append(f"{w['work_id']}: control version {before[0]} at observation {before[2]}, {cv} at "
+                                f"observation {o.index}: it went back")
+            elif cv == before[0] and desired != before[1] and (_CONTROLLED & {desired, before[1]}):
+                problems.append(f"{w['work_id']}: desired_state went from {before[1]} to {desired} between "
+                                f"observations {before[2]} and {o.index} under the same control version {cv}")
+    return [_verdict("UI-01", problems, judged, "no work item was observed twice")]
+
+
+DECISION_CHECKS = (check_monotonic_versions, check_recovery_modes, check_continuation_keys, check_originals,
+                   check_completion_not_rerun, check_completion_converges)

@@ -665,7 +665,7 @@ CLAUSES: tuple[Clause, ...] = (
        "restart"),
 
     # ---- Interface and reason codes
-    _c("UI-01", _S, _CHAT, "L", SEED_000, ARC,
+    _c("UI-01", _S, _CHAT, "LH", SEED_000, ARC,
        "Clients rebuild from canonical snapshots and monotonic event sequences; display is never a second control "
        "implementation.",
        "App/Web/TUI reconstruct from canonical snapshots and monotonic event sequences"),
