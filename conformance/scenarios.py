@@ -862,3 +862,4 @@ SCENARIOS += (
                         "completion.commit.before_projection under every kill, and judges FA-09 there"),
              _reaches_projection_point),
 )
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
