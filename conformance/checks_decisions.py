@@ -82,7 +82,10 @@ def check_recovery_modes(ev: Evidence) -> list[ClauseResult]:
     calls = final.snapshot.get("tool_calls")
     items = {w["work_id"]: w for w in final.snapshot.get("work_items") or []}
     interrupted = [t for t in turns if t.get("status") == "interrupted"]
+    # the protocol's predecessor links a new turn to the one it continues; a runtime that leaves it null still
+    # admitted a new turn if another turn of the item completed (the seed asks for the new turn, not the link)
     followed = {t.get("predecessor") for t in turns}
+    completed = {t["work_id"] for t in turns if t.get("status") == "completed"}
     if calls is not None:
         for t in interrupted:
             for c in calls:
@@ -91,7 +94,8 @@ def check_recovery_modes(ev: Evidence) -> list[ClauseResult]:
                     repairs.append(f"call {c['call_id']} of interrupted turn {t['turn_id']} is {c['status']} with "
                                    "no repair key: its missing output was not filled under a stable key")
             it = items.get(t["work_id"])
-            if it is not None and it.get("status") == "finished" and t["turn_id"] not in followed:
+            if it is not None and it.get("status") == "finished" and t["turn_id"] not in followed \
+                    and t["work_id"] not in completed:
                 repairs.append(f"turn {t['turn_id']} ended interrupted and {t['work_id']} finished, yet no new turn "
                                "continued it")
     return [_verdict("REC-11", modes, continued, "no turn was continued by another"),
