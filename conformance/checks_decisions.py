@@ -113,6 +113,7 @@ def check_continuation_keys(ev: Evidence) -> list[ClauseResult]:
     changed: list[str] = []
     stable = 0
     active_at: dict[str, tuple[int, int]] = {}  # turn -> (control version, observation) last seen active
+    first_cv: dict[str, int] = {}  # turn -> the control version it was first seen active under
     outlived: list[str] = []
     bound = 0
     reported: set[str] = set()
@@ -136,15 +137,16 @@ def check_continuation_keys(ev: Evidence) -> list[ClauseResult]:
             # a turn may stay active after a control is acknowledged (its owner learns of it at its next durable
             # check, or died before it did: a stale record of a dead owner continues nothing); completing under
             # the new version is the old continuation going on under a version it was not admitted for
-            if seen is not None and seen[0] != cv and status != "active":
-                bound += 1
-                if status == "completed" and tid not in reported:
+            if seen is not None and status != "active" and (seen[0] != cv or first_cv.get(tid, cv) != cv):
+                bound += 1  # a turn that ran while a control changed its item's version, seen ending
+                if status == "completed" and seen[0] != cv and tid not in reported:
                     reported.add(tid)
                     outlived.append(f"turn {tid} was active under control version {seen[0]} (observation {seen[1]})"
                                     f" and is {status} under version {cv} (observation {o.index}): it "
                                     "outlived the control that changed its version")
             if status == "active":
                 active_at[tid] = (cv, o.index)
+                first_cv.setdefault(tid, cv)
             else:
                 active_at.pop(tid, None)
     moved = [o for o in observed if o is not observed[0]]
