@@ -8,8 +8,10 @@ shows each turn (its predecessor, continuation key and status), each tool call (
 item (its control version); what a turn's key is derived from is the runtime's business (it is opaque), but
 whether it stays the same and whether a turn outlives its control version is visible:
 
-- REC-11: a turn is continued by at most one new turn, and a turn that was continued by a new turn ended
-  interrupted (it was not resumed as a checkpoint while the new turn ran: not active, not completed);
+- REC-11: a turn is continued by at most one new turn, and once the runtime settled a turn is never still active
+  beside the new turn continuing it, nor completed its work item while that new turn sat active (a checkpoint
+  resumed while a new turn was started). A turn completed and then continued is no violation (a Goal's next
+  turn continues a completed one);
 - REC-14: a turn ended interrupted has a repair key on every call it left without a real result, and if its
   work item went on to finish, a new turn continued it;
 - REC-05: a turn's continuation key never changes once shown, across every observation and restart;
@@ -65,20 +67,30 @@ def check_recovery_modes(ev: Evidence) -> list[ClauseResult]:
         return [_result(i, Verdict.UNKNOWN, why) for i in ("REC-11", "REC-14")]
     modes, repairs = [], []
     continued = 0
+    reported: set[str] = set()
     for o in ev.snapshots():
         successors: dict[str, list[str]] = defaultdict(list)
         by_id = {t["turn_id"]: t for t in _turns(o)}
+        finished = {w["work_id"] for w in o.snapshot.get("work_items") or [] if w.get("status") == "finished"}
         for t in _turns(o):
             if t.get("predecessor") is not None:
                 successors[t["predecessor"]].append(t["turn_id"])
         for old, new in successors.items():
             continued += 1
-            if len(new) > 1:
-                modes.append(f"observation {o.index}: turn {old} is continued by {len(new)} turns {sorted(new)}")
             status = (by_id.get(old) or {}).get("status")
-            if status in ("active", "completed"):
-                modes.append(f"observation {o.index}: turn {old} is {status} though new turn {new[0]} continues "
-                             "it: a checkpoint resumed and a new turn started together")
+            live = [n for n in new if by_id[n].get("status") == "active"]
+            problem = None
+            if len(new) > 1:
+                problem = f"turn {old} is continued by {len(new)} turns {sorted(new)}"
+            elif o.quiescent and status == "active" and live:
+                problem = f"turn {old} and the new turn {live[0]} continuing it are both active once settled"
+            elif o.quiescent and status == "completed" and live and by_id[old]["work_id"] in finished:
+                problem = (f"turn {old} completed its work item while the new turn {live[0]} continuing it was "
+                           "admitted and never ran")
+            if problem and old not in reported:
+                reported.add(old)
+                modes.append(f"observation {o.index}: {problem}: a checkpoint resumed and a new turn started "
+                             "together")
     calls = final.snapshot.get("tool_calls")
     items = {w["work_id"]: w for w in final.snapshot.get("work_items") or []}
     interrupted = [t for t in turns if t.get("status") == "interrupted"]

@@ -74,8 +74,15 @@ def test_one_mode_per_recovery_holds():
 
 def test_a_checkpoint_resumed_beside_a_new_turn_breaks_rec11():
     h = history("tree_kill", snap([work("finished", desired="done")],
-                                  [turn("t1", "completed"), turn("t2", "active", "t1")]))
+                                  [turn("t1", "completed"), turn("t2", "active", "t1")], quiescent=True))
     assert verdicts(check_recovery_modes, h)["REC-11"] is Verdict.INVALID
+    both = history("tree_kill", snap([work()], [turn("t1", "active"), turn("t2", "active", "t1")], quiescent=True))
+    assert verdicts(check_recovery_modes, both)["REC-11"] is Verdict.INVALID
+    moment = history("tree_kill", snap([work()], [turn("t1", "active"), turn("t2", "active", "t1")]))
+    assert verdicts(check_recovery_modes, moment)["REC-11"] is Verdict.VALID  # not settled: one may be ending
+    goal = history("tree_kill", snap([work("finished", desired="done")],
+                                     [turn("t1", "completed"), turn("t2", "completed", "t1")], quiescent=True))
+    assert verdicts(check_recovery_modes, goal)["REC-11"] is Verdict.VALID  # a completed turn continued: a Goal's
     forked = history("tree_kill", snap([work()], [turn("t1", "interrupted"), turn("t2", "active", "t1"),
                                                   turn("t3", "active", "t1")]))
     assert verdicts(check_recovery_modes, forked)["REC-11"] is Verdict.INVALID
