@@ -12,7 +12,7 @@ whether it stays the same and whether a turn outlives its control version is vis
   beside the new turn continuing it, nor completed its work item while that new turn sat active (a checkpoint
   resumed while a new turn was started). A turn completed and then continued is no violation (a Goal's next
   turn continues a completed one);
-- REC-14: a turn ended interrupted has a repair key on every call it left without a real result, and if its
+- REC-14: a turn ended interrupted has a repair key on every call it left with an unknown outcome, and if its
   work item went on to finish, a new turn continued it;
 - REC-05: a turn's continuation key never changes once shown, across every observation and restart;
 - REC-15: a turn runs under one control version only: a turn last seen active under one version of its work
@@ -101,7 +101,9 @@ def check_recovery_modes(ev: Evidence) -> list[ClauseResult]:
     if calls is not None:
         for t in interrupted:
             for c in calls:
-                if c.get("turn_id") == t["turn_id"] and c.get("status") in ("never_started", "outcome_unknown") \
+                # only an unknown outcome is certainly a missing output: a call shown never_started may carry a
+                # refusal of its own (a tool the turn may not run), which observe cannot tell apart
+                if c.get("turn_id") == t["turn_id"] and c.get("status") == "outcome_unknown" \
                         and not c.get("repair_key"):
                     repairs.append(f"call {c['call_id']} of interrupted turn {t['turn_id']} is {c['status']} with "
                                    "no repair key: its missing output was not filled under a stable key")
