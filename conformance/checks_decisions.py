@@ -21,8 +21,9 @@ whether it stays the same and whether a turn outlives its control version is vis
   an accepted input's text, a turn's terminal status (completed or interrupted), a committed tool result.
 
 - UI-01: the versions a client rebuilds from move forward only: a work item's control version never goes back,
-  across every observation and restart, and a user's control that changed its run intent (to or from paused or
-  cancelled) came with a new version;
+  across every observation and restart, a user's control that changed its run intent (to or from paused or
+  cancelled) came with a new version, and the versions the runtime replied to the kit's own Pause, Resume and
+  End never go back, nor does a control of another kind reuse the version of the one before it;
 - FA-09: a work item whose completion was committed before a restart (shown finished) is not run again after it,
   and the runtime converges to that completion: the provider gets no new request of its script and no probe of
   its script runs again (the kit's ledger and witness log); no new turn is admitted for it and, once settled, it
@@ -314,6 +315,23 @@ def check_monotonic_versions(ev: Evidence) -> list[ClauseResult]:
             elif cv == before[0] and desired != before[1] and (_CONTROLLED & {desired, before[1]}):
                 problems.append(f"{w['work_id']}: desired_state went from {before[1]} to {desired} between "
                                 f"observations {before[2]} and {o.index} under the same control version {cv}")
+    # the versions the runtime replied to the kit's own controls, in the order it acknowledged them: a control
+    # of another kind (a Resume after a Pause) under the same or an older version cannot be ordered after it
+    replied: dict[str, tuple[str, int, int]] = {}
+    for invoke, done in ev.history.completions():
+        if invoke.f not in ("pause", "resume", "end") or done is None or done.type != "ok":
+            continue
+        work_id, cv = invoke.value.get("work_id"), done.value.get("control_version")
+        if not isinstance(cv, int):
+            continue
+        before = replied.get(work_id)
+        replied[work_id] = (invoke.f, cv, done.index)
+        if before is None:
+            continue
+        judged += 1
+        if cv < before[1] or (cv == before[1] and invoke.f != before[0]):
+            problems.append(f"{work_id}: {before[0]} was acknowledged with control version {before[1]} (op "
+                            f"{before[2]}) and the later {invoke.f} with {cv} (op {done.index})")
     return [_verdict("UI-01", problems, judged, "no work item was observed twice")]
 
 

@@ -145,6 +145,21 @@ def test_control_versions_only_move_forward_with_every_change_of_intent():
     assert verdicts(check_monotonic_versions, done) == {"UI-01": Verdict.VALID}  # completion is no control
 
 
+def _controls(*replies):
+    rec = Recorder(clock=lambda: 1.0)
+    for op, cv in replies:
+        rec.complete(rec.invoke(op, {"work_id": "w1"}), "ok", {"work_id": "w1", "control_version": cv})
+    return rec.history
+
+
+def test_control_replies_order_the_intents():
+    assert verdicts(check_monotonic_versions, _controls(("pause", 2), ("resume", 3))) == {"UI-01": Verdict.VALID}
+    assert verdicts(check_monotonic_versions, _controls(("pause", 2), ("resume", 2))) == {"UI-01": Verdict.INVALID}
+    assert verdicts(check_monotonic_versions, _controls(("pause", 4), ("pause", 3))) == {"UI-01": Verdict.INVALID}
+    assert verdicts(check_monotonic_versions, _controls(("end", 2), ("end", 2))) == {"UI-01": Verdict.VALID}
+    assert verdicts(check_monotonic_versions, _controls(("pause", 2))) == {"UI-01": Verdict.UNKNOWN}
+
+
 def test_an_original_record_overwritten_breaks_ui02_and_ui03():
     first = snap([work()], [turn("t1", "interrupted")], [call("c1", "t1", "result_committed")])
     assert set(verdicts(check_originals, history(first, first)).values()) == {Verdict.VALID}
