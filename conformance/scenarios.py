@@ -821,3 +821,45 @@ SCENARIOS += (
              _needs_resources),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- a crash after the completion commit, before its projection (judged by conformance.checks_decisions) -----
+
+PROJECTION_POINT = "completion.commit.before_projection"
+
+
+def drive_projection_crash(run: Run) -> list[ClauseResult]:
+    """FA-09: the runtime is held at the point after its completion commit and before the projection is delivered,
+    observed there, then the whole tree is killed and started again: the completion must stand, not run again."""
+    from recoverykit.conformance.broker import FailpointNotHit
+    run.start(failpoints=f"{PROJECTION_POINT}=1*pause")
+    work_id = submit(run, "pj")
+    try:
+        if run.broker is None:
+            raise FailpointNotHit("no failpoint broker")
+        run.broker.wait_for_hit(PROJECTION_POINT, timeout=SETTLE_S, held=True)
+    except FailpointNotHit:
+        return [_result("FA-09", Verdict.UNKNOWN, f"the runtime never reached {PROJECTION_POINT}")]
+    held = run.observe()  # the completion is committed; its projection is not delivered
+    restart_kit_side(run, "tree_kill", failpoints="")
+    run.settle(SETTLE_S)
+    if (item(held, work_id) or {}).get("status") != "finished":
+        return [_result("FA-09", Verdict.UNKNOWN, f"{work_id} was not shown finished at {PROJECTION_POINT}")]
+    return []
+
+
+def _reaches_projection_point(run: Run) -> str | None:
+    points = {str(p) for p in (run.init_ok.failpoints if run.init_ok else ())}
+    return None if PROJECTION_POINT in points else f"the adapter does not implement the point {PROJECTION_POINT}"
+
+
+SCENARIOS += (
+    Scenario("projection_crash", "a crash after the completion commit, before its projection is delivered: the "
+             "completion stands and nothing runs again", _CHAT,
+             (script("pj", tool_step("probe_read", {"output": "notes"}), text_step(), usage="final"),),
+             ("probe_read",), ("FA-09", "UI-03", "INP-01", "RI-02"), drive_projection_crash,
+             Chaos(none="chaos already interrupts chat_unknown_write and multi_session at "
+                        "completion.commit.before_projection under every kill, and judges FA-09 there"),
+             _reaches_projection_point),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

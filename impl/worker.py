@@ -138,6 +138,12 @@ class Worker:
                 if not recovery.is_safe_checkpoint(ctx, turn):
                     recovery.repair(ctx, item, gen, turn, "interrupted")
                     turn = None
+                elif turn["control_version"] != item["control_version"]:
+                    # a control (Pause, stop all) reached the item after this turn was admitted and its owner died
+                    # before ending it: the checkpoint is of an old version, which cannot continue; the Resume's
+                    # continuation is a new turn under the current version and its own key (REC-15)
+                    recovery.repair(ctx, item, gen, turn, "superseded_by_control")
+                    turn = None
                 failpoint("recovery.repair.after", work_id)
             if recovery.decide(ctx, item, gen, recovering) is not None:
                 return

@@ -305,7 +305,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("REC-04", _S, _CHAT, "ML", SEED_000, ARC,
        "Every recovery decision is persisted in the same control service before it takes effect.",
        "Persist all decisions in the same control service.", points=("recovery.decide.after",)),
-    _c("REC-05", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("REC-05", _S, _CHAT, "MLH", SEED_000, ARC,
        "A continuation key is derived from work_id + control version + predecessor commit point and is stable "
        "across restarts.",
        "derive a stable continuation key from work_id + control version + predecessor commit point"),
@@ -329,7 +329,7 @@ CLAUSES: tuple[Clause, ...] = (
        "State that was lost (unpersisted stream fragments, a dead shell's memory, receipts an external service "
        "lost) is reported as lost, never hidden by clearing tasks or by fabricated success.",
        "must be reported accurately, not hidden by clearing tasks or fabricated success"),
-    _c("REC-11", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("REC-11", _S, _CHAT, "MCH", SEED_000, INTR,
        "Exactly one recovery mode is chosen per recovery decision (reattach, new attempt from checkpoint, or repair "
        "and new turn); a checkpoint is never resumed while a new turn is also started.",
        "never resume a checkpoint and start a new turn together"),
@@ -340,13 +340,13 @@ CLAUSES: tuple[Clause, ...] = (
        "A new attempt under the same execution is created only when the owner's death is confirmed and a verifiable "
        "safe checkpoint exists.",
        "If death is confirmed and a verifiable safe checkpoint exists, create a new attempt under the same execution."),
-    _c("REC-14", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("REC-14", _S, _CHAT, "MCH", SEED_000, INTR,
        "Repair-and-new-turn happens only when no reliable checkpoint exists and only under exclusive recovery "
        "ownership: missing outputs filled with a stable repair key, the old turn ended interrupted, a new turn "
        "admitted.",
        "Only when no reliable checkpoint exists, acquire exclusive recovery ownership, fill missing outputs using a "
        "stable repair key, end the old turn as interrupted, and admit a new turn."),
-    _c("REC-15", _S, _CHAT, "M", SEED_000, INTR,
+    _c("REC-15", _S, _CHAT, "MH", SEED_000, INTR,
        "The chosen recovery mode binds to one durable recovery decision, control version and continuation key.",
        "bind to the same durable recovery decision, control version, and continuation key"),
     _c("REC-16", _S, _GOALS, "ML", SEED_000, SAFE,
@@ -665,14 +665,14 @@ CLAUSES: tuple[Clause, ...] = (
        "restart"),
 
     # ---- Interface and reason codes
-    _c("UI-01", _S, _CHAT, "L", SEED_000, ARC,
+    _c("UI-01", _S, _CHAT, "LH", SEED_000, ARC,
        "Clients rebuild from canonical snapshots and monotonic event sequences; display is never a second control "
        "implementation.",
        "App/Web/TUI reconstruct from canonical snapshots and monotonic event sequences"),
-    _c("UI-02", _S, _CHAT, "LC", SEED_000, ARC,
+    _c("UI-02", _S, _CHAT, "LCH", SEED_000, ARC,
        "UI orphan cleanup repairs only derived projections, never original records.",
        "UI orphan cleanup repairs only derived projections"),
-    _c("UI-03", _S, _CHAT, "LC", SEED_000, LAYER,
+    _c("UI-03", _S, _CHAT, "LCH", SEED_000, LAYER,
        "Derived UI and statistics are reconstructable and never overwrite original records.",
        "Derived UI and statistics can be reconstructed and must not overwrite original records."),
     _c("UI-04", _S, _GOALS, "ML", SEED_000, CTRL,
@@ -868,7 +868,7 @@ CLAUSES: tuple[Clause, ...] = (
        "input, result, process, output and provider usage evidence still prevent admission"),
 
     # ---- Restart failure acceptance (seed 000, with 003 where it is more precise)
-    _c("FA-01", _S, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-01", _S, _CHAT, "CH", SEED_000, FAIL,
        "Every safety clause holds after each restart kind: frontend reload, normal exit, graceful worker restart, "
        "forced kill, downtime past two hours, and a crash during recovery.",
        "Cover frontend reload, normal App exit, graceful worker restart, forced worker termination, downtime beyond "
@@ -900,7 +900,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A crash after all Todo items complete but before acceptance leads to acceptance after recovery, never to "
        "achieved without it.",
        "all Todo complete before acceptance", points=("todo.complete.before_acceptance",), restarts=_KILLS),
-    _c("FA-09", _L, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-09", _L, _CHAT, "CH", SEED_000, FAIL,
        "A crash after the completion commit but before projection delivery converges the projection to the "
        "committed completion without re-running the work.",
        "after completion commit before projection delivery", points=("completion.commit.before_projection",),

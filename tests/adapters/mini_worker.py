@@ -154,11 +154,12 @@ class Worker:
                 self.db.execute("INSERT INTO tool_calls VALUES (?,?,?,?,?,'never_started',NULL,NULL,?,NULL,?)",
                                 (call["id"], work_id, turn, name, effect, call["function"]["arguments"], now()))
             if not reply["tool_calls"]:
-                failpoint("completion.commit.before_projection", work_id)
                 self.db.execute("UPDATE work SET desired='done', status='finished', reason=NULL WHERE work_id=?",
                                 (work_id,))
                 self.db.execute("UPDATE turns SET status='completed' WHERE turn_id=?", (turn,))
                 self.db.execute("UPDATE leases SET released=1 WHERE work_id=?", (work_id,))
+        if not reply["tool_calls"]:  # the point is after the completion commit (docs/failpoints.md)
+            failpoint("completion.commit.before_projection", work_id)
 
     def open_turn(self, item: dict) -> str:
         """The active turn this process opened under the current control version, or a new one."""
