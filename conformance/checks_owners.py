@@ -132,6 +132,50 @@ def check_paused_owner_kept(ev: Evidence) -> list[ClauseResult]:
     return [_result("REC-12", Verdict.VALID, f"{judged} work item(s) kept by their paused owner, none replaced")]
 
 
+def check_superseded_owner_silent(ev: Evidence) -> list[ClauseResult]:
+    """OWN-06: writes from an old generation are rejected once a newer generation owns the work item.
+
+    Jepsen's pause nemesis gives the only moment an old generation is still alive: the kit paused (SIGSTOP) a
+    process with a request of some script open. If another process then sent a request of that script while
+    it was paused, a newer generation owns the work item; when the kit lets the old owner go on (SIGCONT) and
+    its held answer arrives, it must be refused: the old owner never again sends a request of that script
+    (its answer committed would be followed by the next step's request, or by a tool's run and then it). A
+    runtime that never replaces a paused owner (REC-12) gives no newer generation here: unknown, not valid."""
+    pauses = [f for f in ev.history.faults if f.kind == "process_pause"]
+    if not pauses:
+        return [_result("OWN-06", Verdict.UNKNOWN, "the kit paused no process")]
+    conts = sorted(f.time for f in ev.history.faults if f.kind == "process_continue")
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    judged, problems = [], []
+    for p in pauses:
+        until = next((t for t in conts if t > p.time), None)
+        if until is None:
+            continue  # never let go on: it could not write, so it proves nothing
+        paused = set(p.detail.get("pids") or [])
+        owned = {c.request["script_id"] for c in attempts if c.request["sender_pid"] in paused
+                 and c.request["time"] < p.time and (c.response is None or c.response["time"] > p.time)}
+        for script_id in sorted(owned):
+            newer = [c for c in attempts if c.request["script_id"] == script_id
+                     and p.time < c.request["time"] and c.request["sender_pid"] not in paused]
+            if not newer:
+                continue
+            judged.append(script_id)
+            took = min(c.request["time"] for c in newer)
+            problems += [f"script {script_id}: pid {c.request['sender_pid']} (paused, then superseded by pid "
+                         f"{newer[0].request['sender_pid']}) sent request {c.request.get('request_id')} after the "
+                         "newer owner took the work: the old generation's writes were not rejected"
+                         for c in attempts if c.request["script_id"] == script_id and c.request["sender_pid"] in paused
+                         and c.request["time"] > max(took, until)]
+    if problems:
+        return [_result("OWN-06", Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result("OWN-06", Verdict.UNKNOWN, "no newer owner took a paused owner's work, so no old generation "
+                                                   "was left to write")]
+    return [_result("OWN-06", Verdict.VALID, f"{len(judged)} work item(s) taken from a paused owner: the old "
+                    "owner, let go on, sent nothing more for them")]
+
+
 OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),
                                                                        kit_evidence(check_paused_owner_kept),
-                                                                       kit_evidence(check_repeated_start))
+                                                                       kit_evidence(check_repeated_start),
+                                                                       kit_evidence(check_superseded_owner_silent))

@@ -407,21 +407,48 @@ def drive_busy_owner(run: Run) -> list[ClauseResult]:
     return []
 
 
+STALE_WINDOW_S = 1.0  # how long a paused-then-superseded owner has to show a stale write, at most
+
+
+def _sender_of(run: Run, seq: int) -> int | None:
+    return next((r.get("sender_pid") for r in run.provider.records()
+                 if r.get("event") == "request" and r.get("seq") == seq), None)
+
+
+def _wait_for_request(run: Run, pid: int | None, script_id: str, timeout_s: float) -> bool:
+    """Until process ``pid`` sends a new request of ``script_id`` (True), or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    before = {r.get("seq") for r in run.provider.records() if r.get("event") == "request"}
+    while time.monotonic() < deadline:
+        if any(r.get("event") == "request" and r.get("seq") not in before and r.get("sender_pid") == pid
+               and r.get("script_id") == script_id for r in run.provider.records()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def drive_paused_owner(run: Run) -> list[ClauseResult]:
     """Jepsen's pause nemesis: the process owning a request in flight is stopped (SIGSTOP) while two other
     sessions keep the other workers awake, then let go on (SIGCONT). A stopped process is alive: it keeps its
-    work (REC-12), and nobody else acts for it meanwhile (OWN-02)."""
+    work (REC-12), and nobody else acts for it meanwhile (OWN-02); a runtime that does take it over must
+    refuse the old owner's writes once it goes on (OWN-06, ``check_superseded_owner_silent``)."""
     run.start()
     submit(run, "po", session="paused-owner")
     held = run.wait_held(SETTLE_S, script_id="po")
-    sender = next((r.get("sender_pid") for r in run.provider.records()
-                   if r.get("event") == "request" and r.get("seq") == held.seq), None)
+    sender = _sender_of(run, held.seq)
     paused = sender is not None and run.pause_process(sender)
     for i in (1, 2):
         submit(run, f"pw{i}", session=f"paused-other-{i}")
     time.sleep(BUSY_HOLD_S)
     run.continue_paused()
     run.provider.release(held)
+    # The next step's first request is held, whoever sent it. Sent by a newer owner that took the work during
+    # the pause, it stays held a while: the old owner, let go on, meets the work still in progress, and a
+    # stale write of its own (its answer committed, the tool run, the next step asked) has time to show.
+    nxt = run.wait_held(SETTLE_S, script_id="po", step=1)
+    if _sender_of(run, nxt.seq) != sender:
+        _wait_for_request(run, sender, "po", STALE_WINDOW_S)
+    run.provider.release(nxt)
     run.settle(SETTLE_S)
     if not paused:
         return [_result("REC-12", Verdict.UNKNOWN, "the owner of the request in flight could not be paused "
@@ -615,9 +642,13 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(none="ownership without a fault: chaos's kills of sessions_together judge ownership across "
                         "restarts")),
     Scenario("paused_owner", "the owner of a request in flight is paused (SIGSTOP) and let go on (SIGCONT)",
-             _CHAT, (script("po", text_step(faults=HOLD_FIRST), usage="final"),
-                     script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")), (),
-             ("REC-12", "OWN-02", "INP-01", "RI-04"), drive_paused_owner,
+             # the paused owner's answer calls a tool and the next step is held too: a newer owner is still at work
+             # when the old one goes on, and an old generation that is not fenced goes on visibly (the tool, then
+             # the next step's request), where a final answer would only be committed (OWN-06)
+             _CHAT, (script("po", tool_step("probe_read", faults=HOLD_FIRST), text_step(faults=HOLD_FIRST),
+                            usage="final"),
+                     script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")),
+             ("probe_read",), ("REC-12", "OWN-02", "OWN-06", "INP-01", "RI-04"), drive_paused_owner,
              Chaos(none="a pause is a nemesis of its own, not a restart kind")),
     Scenario("frontend_reload", "the frontend reloads while a request is in flight: the work goes on", _CHAT,
              (script("fr", text_step(faults=HOLD_FIRST), usage="final"),), (),
