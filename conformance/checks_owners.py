@@ -175,7 +175,93 @@ def check_superseded_owner_silent(ev: Evidence) -> list[ClauseResult]:
                     "owner, let go on, sent nothing more for them")]
 
 
+_USER_CONTROLS = {"pause", "resume", "end", "stop_all"}
+
+
+def _host_starts(ev: Evidence) -> list[tuple[float, str]]:
+    """(time, host id) of every start or restart the kit sent with a host id, in order."""
+    return [(o.time, o.value["host_id"]) for o in ev.history.ops
+            if o.type == "invoke" and o.f in ("start", "restart") and o.value.get("host_id")]
+
+
+def _unfinished(attempts: list, before: float) -> set[str]:
+    """Scripts with a request sent before ``before`` whose final answer was not delivered before it."""
+    asked = {c.request["script_id"] for c in attempts if c.request["time"] < before}
+    done = {c.request["script_id"] for c in attempts if c.delivered and c.response["time"] < before
+            and c.request.get("script_steps") is not None and c.request.get("step") == c.request["script_steps"] - 1}
+    return asked - done
+
+
+def check_host_change(ev: Evidence) -> list[ClauseResult]:
+    """OWN-03 single-host recovery never silently becomes a cross-host takeover; FA-02 host-restart semantics
+    through process-identity changes: work meant to run is recovered, never read as a Pause, never taken over.
+
+    A script's owner host is the host identity the runtime was started under when its last request was sent.
+    The kit started the runtime under another host identity while such work was unfinished (its owner died
+    with every process): until the next start, no request of that work may reach the provider (the kit took
+    no user action meanwhile, so any is silent). When the owner host's identity starts again (new processes,
+    as after a reboot), the work is recovered: its final answer is delivered after that start, to a process
+    that did not exist before; and no observation after the change shows it paused or cancelled."""
+    starts = _host_starts(ev)
+
+    def host_at(x: float) -> str | None:
+        return next((h for t, h in reversed(starts) if t < x), None)
+
+    changes = [(i, t, h) for i, ((_, prev), (t, h)) in enumerate(pairwise(starts), 1) if h != prev]
+    if not changes:
+        return [_result(c, Verdict.UNKNOWN, "the kit never started the runtime under another host identity")
+                for c in ("OWN-03", "FA-02")]
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    takeovers, judged, recovered, lost, paused = [], [], [], [], []
+    for i, t, host in changes:
+        until = starts[i + 1][0] if i + 1 < len(starts) else float("inf")
+        if any(o.type == "invoke" and o.f in _USER_CONTROLS and t < o.time < until for o in ev.history.ops):
+            continue  # a user's action may explain what follows: judge only what the restart alone did
+        owner = {}
+        for c in sorted((c for c in attempts if c.request["time"] < t), key=lambda c: c.request["time"]):
+            owner[c.request["script_id"]] = host_at(c.request["time"])
+        away = {sc for sc in _unfinished(attempts, t) if owner.get(sc) not in (None, host)}
+        judged += sorted(away)
+        takeovers += [f"script {c.request['script_id']}: request {c.request.get('request_id')} from pid "
+                      f"{c.request['sender_pid']} under host {host!r}, though its owner was on host "
+                      f"{owner[c.request['script_id']]!r}: a silent cross-host takeover" for c in attempts
+                      if c.request["script_id"] in away and t < c.request["time"] < until]
+        for script_id in sorted(away):
+            back = next((tb for tb, hb in starts[i + 1:] if hb == owner[script_id]), None)
+            if back is None:
+                continue
+            old_senders = {c.request["sender_pid"] for c in attempts if c.request["time"] < back}
+            final = [c for c in attempts if c.request["script_id"] == script_id and c.delivered
+                     and c.request["time"] > back and c.request["sender_pid"] not in old_senders
+                     and c.request.get("step") == (c.request.get("script_steps") or 0) - 1]
+            if final:
+                recovered.append(script_id)
+            elif any(o.time > back for o in ev.snapshots()):  # the kit waited (settled) for it, in vain
+                lost.append(script_id)
+        work = {w for sc, w in ev.work_of_script().items() if sc in away}
+        for o in ev.snapshots():
+            if o.time > t:
+                paused += [f"observation {o.index}: {w['work_id']} is {w['desired_state']} after the host identity "
+                           "change, with no user stop" for w in o.snapshot.get("work_items") or []
+                           if w["work_id"] in work and w.get("desired_state") in ("paused", "cancelled")]
+    own = ([_result("OWN-03", Verdict.INVALID, takeovers[0], takeovers)] if takeovers else
+           [_result("OWN-03", Verdict.VALID, f"{len(judged)} unfinished work item(s) of another host: none asked "
+                    "for under the new host identity")] if judged else
+           [_result("OWN-03", Verdict.UNKNOWN, "no work of another host was unfinished when the host identity "
+                                               "changed")])
+    problems = takeovers + paused + [f"script {s} was not recovered after its host came back with new processes "
+                                     "(its final answer not delivered by the kit's last observation)" for s in lost]
+    if problems:
+        return own + [_result("FA-02", Verdict.INVALID, problems[0], problems)]
+    if not recovered:
+        return own + [_result("FA-02", Verdict.UNKNOWN, "no unfinished work was seen recovered after its host "
+                                                        "came back")]
+    return own + [_result("FA-02", Verdict.VALID, f"{len(recovered)} work item(s) recovered by new processes after "
+                          "their host came back; none taken over by the other host, none read as a Pause")]
+
+
 OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),
                                                                        kit_evidence(check_paused_owner_kept),
                                                                        kit_evidence(check_repeated_start),
-                                                                       kit_evidence(check_superseded_owner_silent))
+                                                                       kit_evidence(check_superseded_owner_silent),
+                                                                       kit_evidence(check_host_change))

@@ -456,6 +456,27 @@ def drive_paused_owner(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_host_change(run: Run) -> list[ClauseResult]:
+    """Host-restart semantics through process-identity changes (seed 000's failure acceptance): a request in
+    flight, every process killed, the runtime started under another host identity (the work's owner was on the
+    first host: it must not be taken over silently, nor read as a Pause), then killed again and started under
+    the first host's identity with new processes, as after a reboot: the work meant to run is recovered. Judged
+    by ``checks_owners.check_host_change`` from the provider's ledger and the start operations' host ids."""
+    run.start()
+    home = run.host_id
+    work_id = submit(run, "hc")
+    run.wait_held(SETTLE_S, script_id="hc")
+    run.observe()
+    run.kill("host_identity_change")
+    run.provider.release(cut=True)
+    run.start(host_id=f"{home}-other")
+    run.settle(SETTLE_S)
+    run.kill("tree_kill")
+    run.start(host_id=home)
+    _, final = run.settle(SETTLE_S)
+    return [expect_desired(final, [work_id], {"run", "done"}, "CTL-03", "after a host identity change and back")]
+
+
 def drive_frontend_reload(run: Run) -> list[ClauseResult]:
     """The frontend reloads (its client disconnects and reconnects) while a request is in flight: the work
     goes on, its intent unchanged (CTL-01). Observations on both sides of the reload; the check compares
@@ -650,6 +671,12 @@ SCENARIOS: tuple[Scenario, ...] = (
                      script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")),
              ("probe_read",), ("REC-12", "OWN-02", "OWN-06", "INP-01", "RI-04"), drive_paused_owner,
              Chaos(none="a pause is a nemesis of its own, not a restart kind")),
+    Scenario("host_change", "every process killed with a request in flight, started under another host identity, "
+             "then back under the first with new processes", _CHAT,
+             (script("hc", text_step(faults=HOLD_FIRST), usage="final"),), (),
+             ("OWN-03", "FA-02", "CTL-03", "RI-02"), drive_host_change,
+             Chaos(none="a host identity change is itself a restart kind (host_identity_change), which chaos applies "
+                        "at every point of chat_unknown_write")),
     Scenario("frontend_reload", "the frontend reloads while a request is in flight: the work goes on", _CHAT,
              (script("fr", text_step(faults=HOLD_FIRST), usage="final"),), (),
              ("CTL-01", "RI-04", "INP-01"), drive_frontend_reload,
