@@ -244,20 +244,20 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
                 paused += [f"observation {o.index}: {w['work_id']} is {w['desired_state']} after the host identity "
                            "change, with no user stop" for w in o.snapshot.get("work_items") or []
                            if w["work_id"] in work and w.get("desired_state") in ("paused", "cancelled")]
-    own = ([_result("OWN-03", Verdict.INVALID, takeovers[0], takeovers)] if takeovers else
-           [_result("OWN-03", Verdict.VALID, f"{len(judged)} unfinished work item(s) of another host: none asked "
-                    "for under the new host identity")] if judged else
-           [_result("OWN-03", Verdict.UNKNOWN, "no work of another host was unfinished when the host identity "
-                                               "changed")])
+    own = (_result("OWN-03", Verdict.INVALID, takeovers[0], takeovers) if takeovers else
+           _result("OWN-03", Verdict.VALID, f"{len(judged)} unfinished work item(s) of another host: none asked "
+                   "for under the new host identity") if judged else
+           _result("OWN-03", Verdict.UNKNOWN, "no work of another host was unfinished when the host identity "
+                                              "changed"))
     problems = takeovers + paused + [f"script {s} was not recovered after its host came back with new processes "
                                      "(its final answer not delivered by the kit's last observation)" for s in lost]
     if problems:
-        return own + [_result("FA-02", Verdict.INVALID, problems[0], problems)]
+        return [own, _result("FA-02", Verdict.INVALID, problems[0], problems)]
     if not recovered:
-        return own + [_result("FA-02", Verdict.UNKNOWN, "no unfinished work was seen recovered after its host "
-                                                        "came back")]
-    return own + [_result("FA-02", Verdict.VALID, f"{len(recovered)} work item(s) recovered by new processes after "
-                          "their host came back; none taken over by the other host, none read as a Pause")]
+        return [own, _result("FA-02", Verdict.UNKNOWN, "no unfinished work was seen recovered after its host "
+                                                       "came back")]
+    return [own, _result("FA-02", Verdict.VALID, f"{len(recovered)} work item(s) recovered by new processes after "
+                         "their host came back; none taken over by the other host, none read as a Pause")]
 
 
 OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),

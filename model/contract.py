@@ -272,7 +272,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("OWN-02", _S, _CHAT, "MCH", SEED_000, ARC,
        "Only one host recovers a work item, and at most one owner holds it at any time.",
        "Only one host recovers each work item."),
-    _c("OWN-03", _S, _CHAT, "MC", SEED_000, ARC,
+    _c("OWN-03", _S, _CHAT, "MCH", SEED_000, ARC,
        "Single-host recovery never silently becomes a cross-host takeover.",
        "Single-host recovery must not silently become cross-host takeover.",
        restarts=(_RK.HOST_IDENTITY_CHANGE,)),
@@ -873,7 +873,7 @@ CLAUSES: tuple[Clause, ...] = (
        "forced kill, downtime past two hours, and a crash during recovery.",
        "Cover frontend reload, normal App exit, graceful worker restart, forced worker termination, downtime beyond "
        "the old two-hour window, and another crash during recovery.", restarts=tuple(RestartKind)),
-    _c("FA-02", _S, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-02", _S, _CHAT, "CH", SEED_000, FAIL,
        "Host-restart semantics, tested through process-identity changes, hold: work meant to run is recovered, the "
        "restart is never read as a user Pause, and recovery never silently becomes cross-host takeover.",
        "Test host-restart semantics through process-identity changes", restarts=(_RK.HOST_IDENTITY_CHANGE,)),
