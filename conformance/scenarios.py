@@ -243,6 +243,9 @@ def drive_unknown_write(run: Run) -> list[ClauseResult]:
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker crash")]
 
 
+LIVE_CHILD_WAIT_S = 3.0  # chat_long_tool's child sleeps 1.5 s: a live one finishes within this
+
+
 def drive_long_tool(run: Run) -> list[ClauseResult]:
     run.start()
     work_id = submit(run, "long")
@@ -251,6 +254,9 @@ def drive_long_tool(run: Run) -> list[ClauseResult]:
     restart_kit_side(run, "worker_kill")  # the tool child lives on: reconnect, never re-run
     after = run.observe()
     run.settle(SETTLE_S)
+    # a child the runtime neither waited for nor cancelled is still running: let it finish, so the witness
+    # log shows it lived through the kill (OWN-01: was its result used?)
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=LIVE_CHILD_WAIT_S)
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker-only kill")]
 
 
@@ -597,7 +603,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                                                                   "tool.result.commit.after", "usage.persist.after"))),
     Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
              (script("long", tool_step("probe_unknown", {"sleep_s": 1.5}), text_step()),), ("probe_unknown",),
-             ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool,
+             ("FA-15", "CTL-03", "RI-02", "OWN-06", "OWN-01"), drive_long_tool,
              Chaos(kinds=(_K.WORKER_KILL,), points=("tool.running", "tool.dispatch.after"), clauses=("FA-15",))),
     Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
              tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None), usage="none")

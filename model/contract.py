@@ -265,7 +265,7 @@ CLAUSES: tuple[Clause, ...] = (
        "admission race."),
 
     # ---- Ownership, leases and generations
-    _c("OWN-01", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("OWN-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "Recovery reconnects live executors and excludes dead ones through generation fencing.",
        "Reconnect live executors; exclude dead executors through generation fencing.",
        points=("recovery.claim.after",)),
@@ -336,7 +336,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("REC-12", _S, _CHAT, "MCH", SEED_000, INTR,
        "A live owner is only reconnected, never replaced by a new attempt or a new turn.",
        "Only reconnect a live owner.", restarts=(_RK.WORKER_KILL,)),
-    _c("REC-13", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("REC-13", _S, _CHAT, "MCH", SEED_000, INTR,
        "A new attempt under the same execution is created only when the owner's death is confirmed and a verifiable "
        "safe checkpoint exists.",
        "If death is confirmed and a verifiable safe checkpoint exists, create a new attempt under the same execution."),
