@@ -1,4 +1,4 @@
-"""Which recovery mode a runtime chose after a fault, judged from the kit's own records (OWN-01, REC-13).
+"""Which recovery mode a runtime chose after a fault, judged from the kit's own records (OWN-01, REC-13, FA-11).
 
 Seed 000: "Reconnect live executors; exclude dead executors through generation fencing" and "If death is
 confirmed and a verifiable safe checkpoint exists, create a new attempt under the same execution." Two
@@ -15,6 +15,10 @@ things the kit sees without asking the runtime:
   process for a tree kill or a restart); any other is alive as far as anyone can confirm. A previous attempt
   that had ended (answered, failed or cut) may have been given up by its live sender: not judged. Whether the
   checkpoint was safe is for the request checks (CTX-08, CTX-09) to see.
+
+- FA-11: after another crash during recovery, no request answers one call twice, no step is delivered twice,
+  no two processes ask for one script at once, and an unreconciled unknown write still restricts the recovered
+  turn to safe tools (``check_second_crash``).
 
 No such moment in the run: unknown, never valid.
 """
@@ -109,5 +113,69 @@ def check_attempt_after_death(ev: Evidence) -> list[ClauseResult]:
                     "killed the process of the attempt before it")]
 
 
+def _mode_lost(ev: Evidence, crash, after: list) -> list[str]:
+    """The first recovery's mode is bound to durable facts, so a second crash cannot change it: a script whose
+    unknown-effect write ran before the crash without its result being written (the witness log) is recovered
+    in the restricted mode, and the first request of it after the crash offers only tools safe for recovery."""
+    from recoverykit.conformance.checks_requests import PROBE_EFFECTS, SAFE
+    if ev.witness is None:
+        return []
+    unknown = {e.probe_token.split(".", 1)[0] for e in ev.witness.executions
+               if PROBE_EFFECTS.get(e.tool, e.effect_class) not in SAFE and e.started < crash.time
+               and e.emitted is False}
+    out = []
+    for script_id in sorted(unknown):
+        first = next((c for c in after if c.request["script_id"] == script_id), None)
+        offered = (first.request.get("tools_offered") or []) if first else []
+        unsafe = [t for t in offered if PROBE_EFFECTS.get(t, "unknown") not in SAFE]
+        if unsafe:
+            out.append(f"request {first.request.get('request_id')} after the crash during recovery offers {unsafe}, "
+                       f"though script {script_id}'s unknown write is unreconciled: the restricted recovery mode "
+                       "was lost")
+    return out
+
+
+def check_second_crash(ev: Evidence) -> list[ClauseResult]:
+    """FA-11: a second crash at a recovery phase leaves recovery idempotent: one owner, one mode, no duplicate
+    repair or admission. After every crash the kit caused during recovery (``crash_during_recovery``), the
+    provider's record of what followed shows: no request answers one tool call twice (a result merged or a
+    placeholder written twice), no step of a script delivered twice (a continuation admitted twice, or a
+    checkpoint resumed and a new turn started together), never two processes asking for one script at once, and
+    the mode the first recovery chose kept (``_mode_lost``)."""
+    from recoverykit.conformance.checks_owners import _overlaps
+    crashes = [f for f in restarts(ev.history) if f.kind == "crash_during_recovery"]
+    if not crashes:
+        return [_result("FA-11", Verdict.UNKNOWN, "no crash during recovery in this run")]
+    later_faults = sorted(f.time for f in restarts(ev.history))
+    reqs = [c for c in calls(ev.ledger) if c.request.get("script_id")]
+    judged, problems = 0, []
+    for f in crashes:
+        until = next((t for t in later_faults if t > f.time), float("inf"))
+        after = [c for c in reqs if f.time < c.request["time"] < until]
+        judged += len(after)
+        for c in after:
+            answers = [m.get("answers") for m in c.request.get("messages") or [] if m.get("role") == "tool"]
+            problems += [f"request {c.request.get('request_id')} answers tool call {a} {answers.count(a)} times "
+                         "after the crash during recovery: repaired or merged twice"
+                         for a in sorted(set(answers)) if a and answers.count(a) > 1]
+        delivered: dict[tuple, int] = {}
+        for c in after:
+            if c.delivered:
+                key = (c.request["script_id"], c.request.get("step"))
+                delivered[key] = delivered.get(key, 0) + 1
+        problems += [f"script {s} step {st} delivered {n} times after the crash during recovery: admitted twice"
+                     for (s, st), n in delivered.items() if n > 1]
+        problems += _overlaps([c for c in after if c.request.get("sender_pid")], [])
+        problems += _mode_lost(ev, f, after)
+    if problems:
+        return [_result("FA-11", Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result("FA-11", Verdict.UNKNOWN, "no provider request followed the crash during recovery")]
+    return [_result("FA-11", Verdict.VALID, f"{judged} request(s) after {len(crashes)} crash(es) during recovery: "
+                    "no call answered twice, no step delivered twice, one sender per work item at a time, the "
+                    "recovery mode kept")]
+
+
 EXECUTOR_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
-    kit_evidence(check_live_executor_reconnected), kit_evidence(check_attempt_after_death))
+    kit_evidence(check_live_executor_reconnected), kit_evidence(check_attempt_after_death),
+    kit_evidence(check_second_crash))

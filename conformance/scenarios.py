@@ -483,6 +483,33 @@ def drive_host_change(run: Run) -> list[ClauseResult]:
     return [expect_desired(final, [work_id], {"run", "done"}, "CTL-03", "after a host identity change and back")]
 
 
+SECOND_CRASH_POINT = "recovery.repair.after"
+
+
+def drive_second_crash(run: Run) -> list[ClauseResult]:
+    """Another crash during recovery (seed 000's failure acceptance): every process is killed after an
+    unknown-effect write ran but before its result was committed; the runtime starts armed to hold at
+    ``recovery.repair.after`` (its recovery has repaired the turn and chosen its mode), is killed there again,
+    and starts once more. The second recovery must find the first one's work done and keep its mode: one owner,
+    nothing answered or admitted twice, the unknown write's restriction kept (``check_second_crash``, FA-11)."""
+    run.start()
+    work_id = submit(run, "sc")
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
+    run.kill("tree_kill")
+    run.release_probes()
+    run.start(failpoints=f"{SECOND_CRASH_POINT}=1*pause")
+    run.broker.wait_for_hit(SECOND_CRASH_POINT, timeout=SETTLE_S, held=True)
+    run.kill("crash_during_recovery")
+    run.start(failpoints="")
+    _, final = run.settle(SETTLE_S)
+    return [expect_desired(final, [work_id], {"done"}, "RI-02", "after a crash during recovery")]
+
+
+def _needs_second_crash_point(run: Run) -> str | None:
+    declared = {str(p) for p in (run.init_ok.failpoints if run.init_ok else [])}
+    return None if SECOND_CRASH_POINT in declared else f"init_ok.failpoints lacks {SECOND_CRASH_POINT}"
+
+
 def drive_frontend_reload(run: Run) -> list[ClauseResult]:
     """The frontend reloads (its client disconnects and reconnects) while a request is in flight: the work
     goes on, its intent unchanged (CTL-01). Observations on both sides of the reload; the check compares
@@ -683,6 +710,14 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("OWN-03", "FA-02", "CTL-03", "RI-02"), drive_host_change,
              Chaos(none="a host identity change is itself a restart kind (host_identity_change), which chaos applies "
                         "at every point of chat_unknown_write")),
+    Scenario("second_crash", "killed after an unknown write ran, its result uncommitted, then killed again while "
+             "recovery holds after its repair phase, then started", _CHAT,
+             (script("sc", tool_step("probe_unknown", {"hold": True}), text_step(), usage="final"),),
+             ("probe_unknown",),
+             ("FA-11", "RI-02", "CTL-03"), drive_second_crash,
+             Chaos(none="another crash during recovery is itself a restart kind (crash_during_recovery), which chaos "
+                        "applies at every recovery point of the chat scenarios"),
+             unsupported=_needs_second_crash_point),
     Scenario("frontend_reload", "the frontend reloads while a request is in flight: the work goes on", _CHAT,
              (script("fr", text_step(faults=HOLD_FIRST), usage="final"),), (),
              ("CTL-01", "RI-04", "INP-01"), drive_frontend_reload,

@@ -908,7 +908,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("FA-10", _S, _CHAT, "CH", SEED_000, FAIL,
        "A crash before or after usage persistence leaves each receipt counted exactly once or marked unknown.",
        "before/after usage persistence", points=_USAGE, restarts=_KILLS),
-    _c("FA-11", _S, _CHAT, "MC", SEED_000, FAIL,
+    _c("FA-11", _S, _CHAT, "MCH", SEED_000, FAIL,
        "A second crash at any recovery phase leaves recovery idempotent: one owner, one mode, no duplicate repair or "
        "admission.",
        "another crash during recovery", points=_RECOVERY, restarts=(_RK.CRASH_DURING_RECOVERY,)),
