@@ -175,6 +175,41 @@ def check_superseded_owner_silent(ev: Evidence) -> list[ClauseResult]:
                     "owner, let go on, sent nothing more for them")]
 
 
+def check_disconnect_not_death(ev: Evidence) -> list[ClauseResult]:
+    """OWN-05: a disconnected connection alone is never taken as proof that a process died. The kit
+    disconnects the one connection of the runtime's it holds without killing anything: its client's (a
+    frontend reload, as an operation or as the restart kind ``frontend_reload``). Any process with a request
+    open then is alive (the kit killed nothing); until a real kill, no other process may send a request of the
+    same script while that request is still open (for longer than ``TOLERANCE_S``, the time a client that died
+    by itself may go unnoticed): that would be the disconnect read as the owner's death."""
+    disconnects = sorted([o.time for o in ev.history.ops if o.type == "invoke" and o.f == "reload"]
+                         + [f.time for f in ev.history.faults if f.kind == "frontend_reload"])
+    if not disconnects:
+        return [_result("OWN-05", Verdict.UNKNOWN, "the kit disconnected no client")]
+    kills = sorted(f.time for f in restarts(ev.history) if f.kind != "frontend_reload")
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    judged, problems = 0, []
+    for t in disconnects:
+        until = next((k for k in kills if k > t), float("inf"))
+        open_then = [c for c in attempts if c.request["time"] < t and (c.response is None or c.response["time"] > t)]
+        judged += len(open_then)
+        for a in open_then:
+            end = min(a.response["time"] if a.response else float("inf"), until)
+            problems += [f"script {a.request['script_id']}: pid {b.request['sender_pid']} sent request "
+                         f"{b.request.get('request_id')} after the client disconnected, while pid "
+                         f"{a.request['sender_pid']} (alive: the kit killed nothing) still had request "
+                         f"{a.request.get('request_id')} open: the disconnect was taken for its death"
+                         for b in attempts if b.request["script_id"] == a.request["script_id"]
+                         and b.request["sender_pid"] != a.request["sender_pid"]
+                         and t < b.request["time"] < end - TOLERANCE_S]
+    if problems:
+        return [_result("OWN-05", Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result("OWN-05", Verdict.UNKNOWN, "no request was open when the client disconnected")]
+    return [_result("OWN-05", Verdict.VALID, f"{judged} request(s) open when the client disconnected: none "
+                    "replaced by another process while its owner lived")]
+
+
 _USER_CONTROLS = {"pause", "resume", "end", "stop_all"}
 
 
@@ -264,4 +299,5 @@ OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_eviden
                                                                        kit_evidence(check_paused_owner_kept),
                                                                        kit_evidence(check_repeated_start),
                                                                        kit_evidence(check_superseded_owner_silent),
-                                                                       kit_evidence(check_host_change))
+                                                                       kit_evidence(check_host_change),
+                                                                       kit_evidence(check_disconnect_not_death))

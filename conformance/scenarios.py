@@ -421,12 +421,13 @@ def _sender_of(run: Run, seq: int) -> int | None:
                  if r.get("event") == "request" and r.get("seq") == seq), None)
 
 
-def _wait_for_request(run: Run, pid: int | None, script_id: str, timeout_s: float) -> bool:
-    """Until process ``pid`` sends a new request of ``script_id`` (True), or ``timeout_s`` passes."""
+def _wait_for_request(run: Run, pid: int | None, script_id: str, timeout_s: float, *, other: bool = False) -> bool:
+    """Until process ``pid`` (``other``: any process but it) sends a new request of ``script_id`` (True), or
+    ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     before = {r.get("seq") for r in run.provider.records() if r.get("event") == "request"}
     while time.monotonic() < deadline:
-        if any(r.get("event") == "request" and r.get("seq") not in before and r.get("sender_pid") == pid
+        if any(r.get("event") == "request" and r.get("seq") not in before and (r.get("sender_pid") == pid) != other
                and r.get("script_id") == script_id for r in run.provider.records()):
             return True
         time.sleep(0.02)
@@ -510,16 +511,24 @@ def _needs_second_crash_point(run: Run) -> str | None:
     return None if SECOND_CRASH_POINT in declared else f"init_ok.failpoints lacks {SECOND_CRASH_POINT}"
 
 
+RELOAD_WATCH_S = 0.5  # how long the owner's request stays open after a reload (a takeover shows within it);
+# more than checks_owners.TOLERANCE_S, so a takeover's overlap is never mistaken for a dead client's
+
+
 def drive_frontend_reload(run: Run) -> list[ClauseResult]:
     """The frontend reloads (its client disconnects and reconnects) while a request is in flight: the work
-    goes on, its intent unchanged (CTL-01). Observations on both sides of the reload; the check compares
-    every one after it (``check_not_a_pause``)."""
+    goes on, its intent unchanged (CTL-01), and its owner is not taken for dead (OWN-05). Observations on both
+    sides of the reload; the check compares every one after it (``check_not_a_pause``)."""
     run.start()
     work_id = submit(run, "fr")
     held = run.wait_held(SETTLE_S, script_id="fr")
     run.observe()
     out = run.op("reload")
     run.observe()
+    # the owner lives on, its request open: a runtime that took the disconnect for its death would have another
+    # process ask for the same work now (OWN-05, ``check_disconnect_not_death``); give it the chance to show
+    if _wait_for_request(run, _sender_of(run, held.seq), "fr", RELOAD_WATCH_S, other=True):
+        time.sleep(RELOAD_WATCH_S)  # both open at once for longer than a dead client could go unnoticed
     run.provider.release(held)
     _, final = run.settle(SETTLE_S)
     if not out.ok:

@@ -279,7 +279,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("OWN-04", _S, _CHAT, "MCH", SEED_000, INTR,
        "No repair is written while the lease is uncertain or storage is unreadable.",
        "do not write repairs when the lease is uncertain or storage unreadable"),
-    _c("OWN-05", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("OWN-05", _S, _CHAT, "MCH", SEED_000, INTR,
        "A disconnected connection alone is never taken as proof that a process died.",
        "A disconnected connection alone does not prove process death.", restarts=(_RK.WORKER_KILL,)),
     _c("OWN-06", _S, _CHAT, "MLCH", SEED_000, INTR,
