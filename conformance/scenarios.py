@@ -711,7 +711,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              _CHAT, (script("po", tool_step("probe_read", faults=HOLD_FIRST), text_step(faults=HOLD_FIRST),
                             usage="final"),
                      script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")),
-             ("probe_read",), ("REC-12", "OWN-02", "OWN-06", "INP-01", "RI-04"), drive_paused_owner,
+             ("probe_read",), ("REC-12", "OWN-02", "INP-01", "RI-04"), drive_paused_owner,
              Chaos(none="a pause is a nemesis of its own, not a restart kind")),
     Scenario("host_change", "every process killed with a request in flight, started under another host identity, "
              "then back under the first with new processes", _CHAT,
