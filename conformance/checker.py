@@ -79,6 +79,15 @@ def _result(clause_id: str, verdict: Verdict, detail: str = "", evidence: Iterab
     return ClauseResult(clause_id, verdict, text, tuple(evidence))
 
 
+def _judgement(clause_id: str, problems: list[str], judged: int, unknown: str, valid: str) -> list[ClauseResult]:
+    """Invalid with every problem found; else valid once something was judged; else unknown, never valid."""
+    if problems:
+        return [_result(clause_id, Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result(clause_id, Verdict.UNKNOWN, unknown)]
+    return [_result(clause_id, Verdict.VALID, valid)]
+
+
 def _section(observation: Observation | None, name: str) -> list[dict[str, Any]] | None:
     if observation is None:
         return None

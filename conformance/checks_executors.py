@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _logical_call, _result, kit_evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, _logical_call, _result, kit_evidence
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
@@ -66,12 +66,9 @@ def check_live_executor_reconnected(ev: Evidence) -> list[ClauseResult]:
                 problems.append(f"tool child pid {e.pid} ({e.probe_token}) lived through {f.kind} at event {f.index} "
                                 f"and wrote its result, but none of the {len(later)} later request(s) of script "
                                 f"{script_id} carries it: the live executor was not reconnected")
-    if problems:
-        return [_result("OWN-01", Verdict.INVALID, problems[0], problems)]
-    if not judged:
-        return [_result("OWN-01", Verdict.UNKNOWN, "no tool child lived through a restart with its work going on")]
-    return [_result("OWN-01", Verdict.VALID, f"{judged} tool child(ren) lived through a restart: each reconnected, "
-                    "its real result sent on, never started again")]
+    return _judgement("OWN-01", problems, judged, "no tool child lived through a restart with its work going on",
+                      f"{judged} tool child(ren) lived through a restart: each reconnected, its real result sent "
+                      "on, never started again")
 
 
 def _killed(f, pid: int) -> bool:
@@ -104,13 +101,9 @@ def check_attempt_after_death(ev: Evidence) -> list[ClauseResult]:
                                 "confirmed dead (the kit killed it at no point between)")
             # else: the earlier attempt had ended (answered, failed or cut) with its sender alive, which may
             # have given the work up itself: no death is needed for another process to try again
-    if problems:
-        return [_result("REC-13", Verdict.INVALID, problems[0], problems)]
-    if not judged:
-        return [_result("REC-13", Verdict.UNKNOWN, "no new attempt of a step followed another process's "
-                                                   "unanswered one")]
-    return [_result("REC-13", Verdict.VALID, f"{judged} new attempt(s) by another process, each after the kit "
-                    "killed the process of the attempt before it")]
+    return _judgement("REC-13", problems, judged, "no new attempt of a step followed another process's "
+                      "attempt", f"{judged} new attempt(s) by another process, each after the kit killed the "
+                      "process of the attempt before it")
 
 
 def _mode_lost(ev: Evidence, crash, after: list) -> list[str]:
@@ -167,13 +160,9 @@ def check_second_crash(ev: Evidence) -> list[ClauseResult]:
                      for (s, st), n in delivered.items() if n > 1]
         problems += _overlaps([c for c in after if c.request.get("sender_pid")], [])
         problems += _mode_lost(ev, f, after)
-    if problems:
-        return [_result("FA-11", Verdict.INVALID, problems[0], problems)]
-    if not judged:
-        return [_result("FA-11", Verdict.UNKNOWN, "no provider request followed the crash during recovery")]
-    return [_result("FA-11", Verdict.VALID, f"{judged} request(s) after {len(crashes)} crash(es) during recovery: "
-                    "no call answered twice, no step delivered twice, one sender per work item at a time, the "
-                    "recovery mode kept")]
+    return _judgement("FA-11", problems, judged, "no provider request followed the crash during recovery",
+                      f"{judged} request(s) after {len(crashes)} crash(es) during recovery: no call answered twice, "
+                      "no step delivered twice, one sender per work item at a time, the recovery mode kept")
 
 
 EXECUTOR_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (

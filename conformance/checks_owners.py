@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import pairwise
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, _result, kit_evidence
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
@@ -166,13 +166,9 @@ def check_superseded_owner_silent(ev: Evidence) -> list[ClauseResult]:
                          "newer owner took the work: the old generation's writes were not rejected"
                          for c in attempts if c.request["script_id"] == script_id and c.request["sender_pid"] in paused
                          and c.request["time"] > max(took, until)]
-    if problems:
-        return [_result("OWN-06", Verdict.INVALID, problems[0], problems)]
-    if not judged:
-        return [_result("OWN-06", Verdict.UNKNOWN, "no newer owner took a paused owner's work, so no old generation "
-                                                   "was left to write")]
-    return [_result("OWN-06", Verdict.VALID, f"{len(judged)} work item(s) taken from a paused owner: the old "
-                    "owner, let go on, sent nothing more for them")]
+    return _judgement("OWN-06", problems, len(judged), "no newer owner took a paused owner's work, so no old "
+                      "generation was left to write", f"{len(judged)} work item(s) taken from a paused owner: the "
+                      "old owner, let go on, sent nothing more for them")
 
 
 def check_disconnect_not_death(ev: Evidence) -> list[ClauseResult]:
@@ -202,12 +198,9 @@ def check_disconnect_not_death(ev: Evidence) -> list[ClauseResult]:
                          for b in attempts if b.request["script_id"] == a.request["script_id"]
                          and b.request["sender_pid"] != a.request["sender_pid"]
                          and t < b.request["time"] < end - TOLERANCE_S]
-    if problems:
-        return [_result("OWN-05", Verdict.INVALID, problems[0], problems)]
-    if not judged:
-        return [_result("OWN-05", Verdict.UNKNOWN, "no request was open when the client disconnected")]
-    return [_result("OWN-05", Verdict.VALID, f"{judged} request(s) open when the client disconnected: none "
-                    "replaced by another process while its owner lived")]
+    return _judgement("OWN-05", problems, judged, "no request was open when the client disconnected",
+                      f"{judged} request(s) open when the client disconnected: none replaced by another process "
+                      "while its owner lived")
 
 
 _USER_CONTROLS = {"pause", "resume", "end", "stop_all"}
