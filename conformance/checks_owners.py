@@ -69,8 +69,8 @@ def check_one_sender(ev: Evidence) -> list[ClauseResult]:
 def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
     """FA-13: recovering several sessions together keeps one owner per work item and executes nothing twice
     because a notification was repeated. The kit repeats the notification itself (a second ``start`` with no
-    fault between); from then on no model step is delivered twice, no probe call runs twice and no two
-    processes have one script's requests open at once."""
+    fault between); from then on (counting requests still open when it came) no model step is delivered twice,
+    no probe call runs twice and no two processes have one script's requests open at once."""
     from recoverykit.conformance.checker import _logical_call
     starts = [op for op in ev.history.ops if op.type == "invoke" and op.f == "start"]
     faults = restarts(ev.history)
@@ -78,7 +78,9 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
                      if not any(a.index < f.index < b.index for f in faults)), None)
     if repeated is None:
         return [_result("FA-13", Verdict.UNKNOWN, "no start was repeated")]
-    after = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request["time"] > repeated.time]
+    # what was asked after it, and what was still open when it came (a held request it may have led to duplicate)
+    after = [c for c in calls(ev.ledger) if c.request.get("script_id") and (
+        c.request["time"] > repeated.time or c.response is None or c.response["time"] > repeated.time)]
     problems = []
     delivered: dict[tuple, int] = {}
     for c in after:
@@ -95,7 +97,7 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
                 runs[key] = runs.get(key, 0) + 1
         problems += [f"probe call {k} ran {n} times after the repeated start" for k, n in runs.items() if n > 1]
     sent = [c for c in after if c.request.get("sender_pid")]
-    problems += _overlaps(sent, [])
+    problems += _overlaps(sent, [f.time for f in faults])  # a request left open by a killed process is no owner
     if problems:
         return [_result("FA-13", Verdict.INVALID, problems[0], problems)]
     if not after:

@@ -341,7 +341,10 @@ def drive_long_downtime(run: Run) -> list[ClauseResult]:
 
 
 def drive_together(run: Run) -> list[ClauseResult]:
-    """Three sessions, a tree kill while the first request is in flight, then two starts at once."""
+    """Three sessions, a tree kill while the first request is in flight, then a start and, while the recovered
+    first request is held again, a second start (a repeated notification): nothing may be admitted twice. The
+    held request is let go only once the other two sessions have finished, so a runtime that the repeated start
+    led to take it over has had every chance to ask for it a second time (FA-13)."""
     run.start()
     ids = [submit(run, sid, session=f"together-{sid}") for sid in ("ta", "tb", "tc")]
     run.wait_held(SETTLE_S, script_id="ta")
@@ -349,7 +352,12 @@ def drive_together(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")
     run.provider.release(cut=True)
     run.start()
+    again = run.wait_held(SETTLE_S, script_id="ta")  # the recovered request, held too (HOLD_TWICE)
     run.start()  # a second start, as a repeated notification would send: nothing may be admitted twice
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline and not {"tb", "tc"} <= set(final_answer_times(run.provider.records())):
+        time.sleep(0.02)
+    run.provider.release(again)
     _, final = run.settle(SETTLE_S)
     return [expect_desired(final, ids, {"run", "done"}, "CTL-03", "after a kill and a doubled start")]
 
@@ -665,7 +673,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("sessions_together", "three sessions recover together: fair queueing, shared quota, one owner each",
              # only the first session's request is held: a held session the restarted runtime serves first
              # would keep a worker from the others for the hold's whole timeout
-             _CHAT, tuple(chaos_only_script(sid, "probe_read", hold=None if sid == "ta" else [])
+             _CHAT, tuple(chaos_only_script(sid, "probe_read", hold=HOLD_TWICE if sid == "ta" else [])
                           for sid in ("ta", "tb", "tc")), ("probe_read",),
              ("INP-01", "OWN-02", "CTL-03", "FA-13"), drive_together,
              Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT), double_start=True,
