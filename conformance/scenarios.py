@@ -731,7 +731,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              "recovery holds after its repair phase, then started", _CHAT,
              (script("sc", tool_step("probe_unknown", {"hold": True}), text_step(), usage="final"),),
              ("probe_unknown",),
-             ("FA-11", "RI-02", "CTL-03"), drive_second_crash,
+             ("FA-11", "RI-02"), drive_second_crash,
              Chaos(none="another crash during recovery is itself a restart kind (crash_during_recovery), which chaos "
                         "applies at every recovery point of the chat scenarios"),
              unsupported=_needs_second_crash_point),
