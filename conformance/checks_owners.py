@@ -245,8 +245,11 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
     takeovers, judged, recovered, lost, paused = [], [], [], [], []
     for i, t, host in changes:
         until = starts[i + 1][0] if i + 1 < len(starts) else float("inf")
-        if any(o.type == "invoke" and o.f in _USER_CONTROLS and t < o.time < until for o in ev.history.ops):
-            continue  # a user's action may explain what follows: judge only what the restart alone did
+        # a user's action may explain what follows it: judge only what the restarts alone did
+        user = min((o.time for o in ev.history.ops if o.type == "invoke" and o.f in _USER_CONTROLS and o.time > t),
+                   default=float("inf"))
+        if user < until:
+            continue
         owner = {}
         for c in sorted((c for c in attempts if c.request["time"] < t), key=lambda c: c.request["time"]):
             owner[c.request["script_id"]] = host_at(c.request["time"])
@@ -266,11 +269,11 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
                      and c.request.get("step") == (c.request.get("script_steps") or 0) - 1]
             if final:
                 recovered.append(script_id)
-            elif any(o.time > back for o in ev.snapshots()):  # the kit waited (settled) for it, in vain
+            elif user == float("inf") and any(o.time > back for o in ev.snapshots()):  # waited for, in vain
                 lost.append(script_id)
         work = {w for sc, w in ev.work_of_script().items() if sc in away}
         for o in ev.snapshots():
-            if o.time > t:
+            if t < o.time < user:
                 paused += [f"observation {o.index}: {w['work_id']} is {w['desired_state']} after the host identity "
                            "change, with no user stop" for w in o.snapshot.get("work_items") or []
                            if w["work_id"] in work and w.get("desired_state") in ("paused", "cancelled")]

@@ -214,3 +214,10 @@ def test_fa11_the_restricted_mode_survives_the_second_crash():
     assert verdict(check_second_crash, c, ledger, unknown) == {"FA-11": V}
     c, ledger = second_crash(req(1, 3, 2.5, 2.6, step=1, tools=["probe_read", "probe_unknown"]))
     assert verdict(check_second_crash, c, ledger, unknown) == {"FA-11": BAD}
+
+
+def test_fa02_a_user_stop_after_the_change_explains_what_follows():
+    c, ledger = host_change(recovered=False)
+    c.op(2.2, "pause", work_id="w1")
+    c.at(2.3).observe({"work_items": [{"work_id": "w1", "desired_state": "paused"}]})
+    assert verdict(check_host_change, c, ledger, clause="FA-02") == {"FA-02": U}
