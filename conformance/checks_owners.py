@@ -12,6 +12,10 @@ one script open at the same moment are two owners of that work item at once:
   killed or restarted may leave an open request behind without being an owner.
 
 No sender recorded (an older ledger, a peer the socket table could not name): unknown, never valid.
+
+The same record judges the other ownership moments the kit creates: a repeated start (FA-13), a paused owner
+(REC-12) and, if someone took its work, the old owner's silence once let go on (OWN-06), a client disconnect
+(OWN-05), and a host identity change and back (OWN-03, FA-02).
 """
 
 from __future__ import annotations
