@@ -79,6 +79,15 @@ def _result(clause_id: str, verdict: Verdict, detail: str = "", evidence: Iterab
     return ClauseResult(clause_id, verdict, text, tuple(evidence))
 
 
+def _judgement(clause_id: str, problems: list[str], judged: int, unknown: str, valid: str) -> list[ClauseResult]:
+    """Invalid with every problem found; else valid once something was judged; else unknown, never valid."""
+    if problems:
+        return [_result(clause_id, Verdict.INVALID, problems[0], problems)]
+    if not judged:
+        return [_result(clause_id, Verdict.UNKNOWN, unknown)]
+    return [_result(clause_id, Verdict.VALID, valid)]
+
+
 def _section(observation: Observation | None, name: str) -> list[dict[str, Any]] | None:
     if observation is None:
         return None
@@ -360,7 +369,8 @@ def check_settled(ev: Evidence) -> list[ClauseResult]:
 
 
 def check_continuations(ev: Evidence) -> list[ClauseResult]:
-    """REC-06: a continuation is admitted once: no two turns share a continuation key."""
+    """REC-06: a continuation is admitted once: no two turns share a continuation key, no work item has two
+    active turns at once, no two turns continue the same predecessor, and none continues a turn still active."""
     turns = _section(ev.history.final_observation(), "turns")
     # A null key is "the first turn of a request" (protocol), not a shared key: it cannot collide.
     keyed = [t for t in turns or [] if t.get("continuation_key") is not None]
@@ -371,6 +381,20 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
         return [_result("REC-06", Verdict.UNKNOWN, "the run never restarted, so no recovery admitted a continuation")]
     dup = [f"continuation key {k!r} admitted {n} times" for k, n in
            Counter(t["continuation_key"] for t in keyed).items() if n > 1]
+    # The same continuation admitted twice under two keys (a key that does not bind what it should): in some
+    # observation one work item has two active turns at once, two turns continue the same predecessor, or a
+    # turn continues one that is still active (the admission before the crash was never consumed).
+    for o in ev.snapshots():
+        seen = _section(o, "turns") or []
+        active = Counter(t["work_id"] for t in seen if t.get("status") == "active")
+        dup += [f"observation {o.index}: {w} has {n} active turns at once" for w, n in active.items() if n > 1]
+        forks = Counter((t["work_id"], t["predecessor"]) for t in seen if t.get("predecessor"))
+        dup += [f"observation {o.index}: {n} turns of {w} continue the same turn {p}" for (w, p), n in forks.items()
+                if n > 1]
+        status = {t["turn_id"]: t.get("status") for t in seen}
+        dup += [f"observation {o.index}: turn {t['turn_id']} continues turn {t['predecessor']}, which is still "
+                "active: admitted beside it, not after it"
+                for t in seen if status.get(t.get("predecessor")) == "active"]
     return [_result("REC-06", Verdict.INVALID if dup else Verdict.VALID, dup[0] if dup else "", dup)]
 
 
@@ -490,6 +514,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_acceptance import ACCEPTANCE_CHECKS
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_decisions import DECISION_CHECKS
+    from recoverykit.conformance.checks_executors import EXECUTOR_CHECKS
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
@@ -498,7 +523,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_resources import RESOURCE_CHECKS
     from recoverykit.conformance.checks_storage import STORAGE_CHECKS
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
-            *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *ACCEPTANCE_CHECKS)
+            *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ACCEPTANCE_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

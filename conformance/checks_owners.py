@@ -12,6 +12,10 @@ one script open at the same moment are two owners of that work item at once:
   killed or restarted may leave an open request behind without being an owner.
 
 No sender recorded (an older ledger, a peer the socket table could not name): unknown, never valid.
+
+The same record judges the other ownership moments the kit creates: a repeated start (FA-13), a paused owner
+(REC-12) and, if someone took its work, the old owner's silence once let go on (OWN-06), a client disconnect
+(OWN-05), and a host identity change and back (OWN-03, FA-02).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import pairwise
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, _result, kit_evidence
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import Verdict
@@ -69,8 +73,8 @@ def check_one_sender(ev: Evidence) -> list[ClauseResult]:
 def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
     """FA-13: recovering several sessions together keeps one owner per work item and executes nothing twice
     because a notification was repeated. The kit repeats the notification itself (a second ``start`` with no
-    fault between); from then on no model step is delivered twice, no probe call runs twice and no two
-    processes have one script's requests open at once."""
+    fault between); from then on (counting requests still open when it came) no model step is delivered twice,
+    no probe call runs twice and no two processes have one script's requests open at once."""
     from recoverykit.conformance.checker import _logical_call
     starts = [op for op in ev.history.ops if op.type == "invoke" and op.f == "start"]
     faults = restarts(ev.history)
@@ -78,7 +82,9 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
                      if not any(a.index < f.index < b.index for f in faults)), None)
     if repeated is None:
         return [_result("FA-13", Verdict.UNKNOWN, "no start was repeated")]
-    after = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request["time"] > repeated.time]
+    # what was asked after it, and what was still open when it came (a held request it may have led to duplicate)
+    after = [c for c in calls(ev.ledger) if c.request.get("script_id") and (
+        c.request["time"] > repeated.time or c.response is None or c.response["time"] > repeated.time)]
     problems = []
     delivered: dict[tuple, int] = {}
     for c in after:
@@ -95,7 +101,7 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
                 runs[key] = runs.get(key, 0) + 1
         problems += [f"probe call {k} ran {n} times after the repeated start" for k, n in runs.items() if n > 1]
     sent = [c for c in after if c.request.get("sender_pid")]
-    problems += _overlaps(sent, [])
+    problems += _overlaps(sent, [f.time for f in faults])  # a request left open by a killed process is no owner
     if problems:
         return [_result("FA-13", Verdict.INVALID, problems[0], problems)]
     if not after:
@@ -132,6 +138,168 @@ def check_paused_owner_kept(ev: Evidence) -> list[ClauseResult]:
     return [_result("REC-12", Verdict.VALID, f"{judged} work item(s) kept by their paused owner, none replaced")]
 
 
+def check_superseded_owner_silent(ev: Evidence) -> list[ClauseResult]:
+    """OWN-06: writes from an old generation are rejected once a newer generation owns the work item.
+
+    Jepsen's pause nemesis gives the only moment an old generation is still alive: the kit paused (SIGSTOP) a
+    process with a request of some script open. If another process then sent a request of that script while
+    it was paused, a newer generation owns the work item; when the kit lets the old owner go on (SIGCONT) and
+    its held answer arrives, it must be refused: the old owner never again sends a request of that script
+    (its answer committed would be followed by the next step's request, or by a tool's run and then it). A
+    runtime that never replaces a paused owner (REC-12) gives no newer generation here: unknown, not valid."""
+    pauses = [f for f in ev.history.faults if f.kind == "process_pause"]
+    if not pauses:
+        return [_result("OWN-06", Verdict.UNKNOWN, "the kit paused no process")]
+    conts = sorted(f.time for f in ev.history.faults if f.kind == "process_continue")
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    judged, problems = [], []
+    for p in pauses:
+        until = next((t for t in conts if t > p.time), None)
+        if until is None:
+            continue  # never let go on: it could not write, so it proves nothing
+        paused = set(p.detail.get("pids") or [])
+        owned = {c.request["script_id"] for c in attempts if c.request["sender_pid"] in paused
+                 and c.request["time"] < p.time and (c.response is None or c.response["time"] > p.time)}
+        for script_id in sorted(owned):
+            newer = [c for c in attempts if c.request["script_id"] == script_id
+                     and p.time < c.request["time"] and c.request["sender_pid"] not in paused]
+            if not newer:
+                continue
+            judged.append(script_id)
+            took = min(c.request["time"] for c in newer)
+            problems += [f"script {script_id}: pid {c.request['sender_pid']} (paused, then superseded by pid "
+                         f"{newer[0].request['sender_pid']}) sent request {c.request.get('request_id')} after the "
+                         "newer owner took the work: the old generation's writes were not rejected"
+                         for c in attempts if c.request["script_id"] == script_id and c.request["sender_pid"] in paused
+                         and c.request["time"] > max(took, until)]
+    return _judgement("OWN-06", problems, len(judged), "no newer owner took a paused owner's work, so no old "
+                      "generation was left to write", f"{len(judged)} work item(s) taken from a paused owner: the "
+                      "old owner, let go on, sent nothing more for them")
+
+
+def check_disconnect_not_death(ev: Evidence) -> list[ClauseResult]:
+    """OWN-05: a disconnected connection alone is never taken as proof that a process died. The kit
+    disconnects the one connection of the runtime's it holds without killing anything: its client's (a
+    frontend reload, as an operation or as the restart kind ``frontend_reload``). Any process with a request
+    open then is alive (the kit killed nothing); until a real kill, no other process may send a request of the
+    same script while that request is still open (for longer than ``TOLERANCE_S``, the time a client that died
+    by itself may go unnoticed): that would be the disconnect read as the owner's death."""
+    disconnects = sorted([o.time for o in ev.history.ops if o.type == "invoke" and o.f == "reload"]
+                         + [f.time for f in ev.history.faults if f.kind == "frontend_reload"])
+    if not disconnects:
+        return [_result("OWN-05", Verdict.UNKNOWN, "the kit disconnected no client")]
+    kills = sorted(f.time for f in restarts(ev.history) if f.kind != "frontend_reload")
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    judged, problems = 0, []
+    for t in disconnects:
+        until = next((k for k in kills if k > t), float("inf"))
+        open_then = [c for c in attempts if c.request["time"] < t and (c.response is None or c.response["time"] > t)]
+        judged += len(open_then)
+        for a in open_then:
+            end = min(a.response["time"] if a.response else float("inf"), until)
+            problems += [f"script {a.request['script_id']}: pid {b.request['sender_pid']} sent request "
+                         f"{b.request.get('request_id')} after the client disconnected, while pid "
+                         f"{a.request['sender_pid']} (alive: the kit killed nothing) still had request "
+                         f"{a.request.get('request_id')} open: the disconnect was taken for its death"
+                         for b in attempts if b.request["script_id"] == a.request["script_id"]
+                         and b.request["sender_pid"] != a.request["sender_pid"]
+                         and t < b.request["time"] < end - TOLERANCE_S]
+    return _judgement("OWN-05", problems, judged, "no request was open when the client disconnected",
+                      f"{judged} request(s) open when the client disconnected: none replaced by another process "
+                      "while its owner lived")
+
+
+_USER_CONTROLS = {"pause", "resume", "end", "stop_all"}
+
+
+def _host_starts(ev: Evidence) -> list[tuple[float, str]]:
+    """(time, host id) of every start or restart the kit sent with a host id, in order."""
+    return [(o.time, o.value["host_id"]) for o in ev.history.ops
+            if o.type == "invoke" and o.f in ("start", "restart") and o.value.get("host_id")]
+
+
+def _unfinished(attempts: list, before: float) -> set[str]:
+    """Scripts with a request sent before ``before`` whose final answer was not delivered before it."""
+    asked = {c.request["script_id"] for c in attempts if c.request["time"] < before}
+    done = {c.request["script_id"] for c in attempts if c.delivered and c.response["time"] < before
+            and c.request.get("script_steps") is not None and c.request.get("step") == c.request["script_steps"] - 1}
+    return asked - done
+
+
+def check_host_change(ev: Evidence) -> list[ClauseResult]:
+    """OWN-03 single-host recovery never silently becomes a cross-host takeover; FA-02 host-restart semantics
+    through process-identity changes: work meant to run is recovered, never read as a Pause, never taken over.
+
+    A script's owner host is the host identity the runtime was started under when its last request was sent.
+    The kit started the runtime under another host identity while such work was unfinished (its owner died
+    with every process): until the next start, no request of that work may reach the provider (the kit took
+    no user action meanwhile, so any is silent). When the owner host's identity starts again (new processes,
+    as after a reboot), the work is recovered: its final answer is delivered after that start, to a process
+    that did not exist before; and no observation after the change shows it paused or cancelled."""
+    starts = _host_starts(ev)
+
+    def host_at(x: float) -> str | None:
+        return next((h for t, h in reversed(starts) if t < x), None)
+
+    changes = [(i, t, h) for i, ((_, prev), (t, h)) in enumerate(pairwise(starts), 1) if h != prev]
+    if not changes:
+        return [_result(c, Verdict.UNKNOWN, "the kit never started the runtime under another host identity")
+                for c in ("OWN-03", "FA-02")]
+    attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    takeovers, judged, recovered, lost, paused = [], [], [], [], []
+    for i, t, host in changes:
+        until = starts[i + 1][0] if i + 1 < len(starts) else float("inf")
+        # a user's action may explain what follows it: judge only what the restarts alone did
+        user = min((o.time for o in ev.history.ops if o.type == "invoke" and o.f in _USER_CONTROLS and o.time > t),
+                   default=float("inf"))
+        if user < until:
+            continue
+        owner = {}
+        for c in sorted((c for c in attempts if c.request["time"] < t), key=lambda c: c.request["time"]):
+            owner[c.request["script_id"]] = host_at(c.request["time"])
+        away = {sc for sc in _unfinished(attempts, t) if owner.get(sc) not in (None, host)}
+        judged += sorted(away)
+        takeovers += [f"script {c.request['script_id']}: request {c.request.get('request_id')} from pid "
+                      f"{c.request['sender_pid']} under host {host!r}, though its owner was on host "
+                      f"{owner[c.request['script_id']]!r}: a silent cross-host takeover" for c in attempts
+                      if c.request["script_id"] in away and t < c.request["time"] < until]
+        for script_id in sorted(away):
+            back = next((tb for tb, hb in starts[i + 1:] if hb == owner[script_id]), None)
+            if back is None:
+                continue
+            old_senders = {c.request["sender_pid"] for c in attempts if c.request["time"] < back}
+            final = [c for c in attempts if c.request["script_id"] == script_id and c.delivered
+                     and c.request["time"] > back and c.request["sender_pid"] not in old_senders
+                     and c.request.get("step") == (c.request.get("script_steps") or 0) - 1]
+            if final:
+                recovered.append(script_id)
+            elif user == float("inf") and any(o.time > back for o in ev.snapshots()):  # waited for, in vain
+                lost.append(script_id)
+        work = {w for sc, w in ev.work_of_script().items() if sc in away}
+        for o in ev.snapshots():
+            if t < o.time < user:
+                paused += [f"observation {o.index}: {w['work_id']} is {w['desired_state']} after the host identity "
+                           "change, with no user stop" for w in o.snapshot.get("work_items") or []
+                           if w["work_id"] in work and w.get("desired_state") in ("paused", "cancelled")]
+    own = (_result("OWN-03", Verdict.INVALID, takeovers[0], takeovers) if takeovers else
+           _result("OWN-03", Verdict.VALID, f"{len(judged)} unfinished work item(s) of another host: none asked "
+                   "for under the new host identity") if judged else
+           _result("OWN-03", Verdict.UNKNOWN, "no work of another host was unfinished when the host identity "
+                                              "changed"))
+    problems = takeovers + paused + [f"script {s} was not recovered after its host came back with new processes "
+                                     "(its final answer not delivered by the kit's last observation)" for s in lost]
+    if problems:
+        return [own, _result("FA-02", Verdict.INVALID, problems[0], problems)]
+    if not recovered:
+        return [own, _result("FA-02", Verdict.UNKNOWN, "no unfinished work was seen recovered after its host "
+                                                       "came back")]
+    return [own, _result("FA-02", Verdict.VALID, f"{len(recovered)} work item(s) recovered by new processes after "
+                         "their host came back; none taken over by the other host, none read as a Pause")]
+
+
 OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),
                                                                        kit_evidence(check_paused_owner_kept),
-                                                                       kit_evidence(check_repeated_start))
+                                                                       kit_evidence(check_repeated_start),
+                                                                       kit_evidence(check_superseded_owner_silent),
+                                                                       kit_evidence(check_host_change),
+                                                                       kit_evidence(check_disconnect_not_death))

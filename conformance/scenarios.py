@@ -243,6 +243,9 @@ def drive_unknown_write(run: Run) -> list[ClauseResult]:
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker crash")]
 
 
+LIVE_CHILD_WAIT_S = 3.0  # chat_long_tool's child sleeps 1.5 s: a live one finishes within this
+
+
 def drive_long_tool(run: Run) -> list[ClauseResult]:
     run.start()
     work_id = submit(run, "long")
@@ -251,6 +254,9 @@ def drive_long_tool(run: Run) -> list[ClauseResult]:
     restart_kit_side(run, "worker_kill")  # the tool child lives on: reconnect, never re-run
     after = run.observe()
     run.settle(SETTLE_S)
+    # a child the runtime neither waited for nor cancelled is still running: let it finish, so the witness
+    # log shows it lived through the kill (OWN-01: was its result used?)
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=LIVE_CHILD_WAIT_S)
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker-only kill")]
 
 
@@ -335,7 +341,10 @@ def drive_long_downtime(run: Run) -> list[ClauseResult]:
 
 
 def drive_together(run: Run) -> list[ClauseResult]:
-    """Three sessions, a tree kill while the first request is in flight, then two starts at once."""
+    """Three sessions, a tree kill while the first request is in flight, then a start and, while the recovered
+    first request is held again, a second start (a repeated notification): nothing may be admitted twice. The
+    held request is let go only once the other two sessions have finished, so a runtime that the repeated start
+    led to take it over has had every chance to ask for it a second time (FA-13)."""
     run.start()
     ids = [submit(run, sid, session=f"together-{sid}") for sid in ("ta", "tb", "tc")]
     run.wait_held(SETTLE_S, script_id="ta")
@@ -343,7 +352,12 @@ def drive_together(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")
     run.provider.release(cut=True)
     run.start()
+    again = run.wait_held(SETTLE_S, script_id="ta")  # the recovered request, held too (HOLD_TWICE)
     run.start()  # a second start, as a repeated notification would send: nothing may be admitted twice
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline and not {"tb", "tc"} <= set(final_answer_times(run.provider.records())):
+        time.sleep(0.02)
+    run.provider.release(again)
     _, final = run.settle(SETTLE_S)
     return [expect_desired(final, ids, {"run", "done"}, "CTL-03", "after a kill and a doubled start")]
 
@@ -407,21 +421,49 @@ def drive_busy_owner(run: Run) -> list[ClauseResult]:
     return []
 
 
+STALE_WINDOW_S = 1.0  # how long a paused-then-superseded owner has to show a stale write, at most
+
+
+def _sender_of(run: Run, seq: int) -> int | None:
+    return next((r.get("sender_pid") for r in run.provider.records()
+                 if r.get("event") == "request" and r.get("seq") == seq), None)
+
+
+def _wait_for_request(run: Run, pid: int | None, script_id: str, timeout_s: float, *, other: bool = False) -> bool:
+    """Until process ``pid`` (``other``: any process but it) sends a new request of ``script_id`` (True), or
+    ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    before = {r.get("seq") for r in run.provider.records() if r.get("event") == "request"}
+    while time.monotonic() < deadline:
+        if any(r.get("event") == "request" and r.get("seq") not in before and (r.get("sender_pid") == pid) != other
+               and r.get("script_id") == script_id for r in run.provider.records()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def drive_paused_owner(run: Run) -> list[ClauseResult]:
     """Jepsen's pause nemesis: the process owning a request in flight is stopped (SIGSTOP) while two other
     sessions keep the other workers awake, then let go on (SIGCONT). A stopped process is alive: it keeps its
-    work (REC-12), and nobody else acts for it meanwhile (OWN-02)."""
+    work (REC-12), and nobody else acts for it meanwhile (OWN-02); a runtime that does take it over must
+    refuse the old owner's writes once it goes on (OWN-06, ``check_superseded_owner_silent``)."""
     run.start()
     submit(run, "po", session="paused-owner")
     held = run.wait_held(SETTLE_S, script_id="po")
-    sender = next((r.get("sender_pid") for r in run.provider.records()
-                   if r.get("event") == "request" and r.get("seq") == held.seq), None)
+    sender = _sender_of(run, held.seq)
     paused = sender is not None and run.pause_process(sender)
     for i in (1, 2):
         submit(run, f"pw{i}", session=f"paused-other-{i}")
     time.sleep(BUSY_HOLD_S)
     run.continue_paused()
     run.provider.release(held)
+    # The next step's first request is held, whoever sent it. Sent by a newer owner that took the work during
+    # the pause, it stays held a while: the old owner, let go on, meets the work still in progress, and a
+    # stale write of its own (its answer committed, the tool run, the next step asked) has time to show.
+    nxt = run.wait_held(SETTLE_S, script_id="po", step=1)
+    if _sender_of(run, nxt.seq) != sender:
+        _wait_for_request(run, sender, "po", STALE_WINDOW_S)
+    run.provider.release(nxt)
     run.settle(SETTLE_S)
     if not paused:
         return [_result("REC-12", Verdict.UNKNOWN, "the owner of the request in flight could not be paused "
@@ -429,16 +471,72 @@ def drive_paused_owner(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_host_change(run: Run) -> list[ClauseResult]:
+    """Host-restart semantics through process-identity changes (seed 000's failure acceptance): a request in
+    flight, every process killed, the runtime started under another host identity (the work's owner was on the
+    first host: it must not be taken over silently, nor read as a Pause), then killed again and started under
+    the first host's identity with new processes, as after a reboot: the work meant to run is recovered. Judged
+    by ``checks_owners.check_host_change`` from the provider's ledger and the start operations' host ids."""
+    run.start()
+    home = run.host_id
+    work_id = submit(run, "hc")
+    run.wait_held(SETTLE_S, script_id="hc")
+    run.observe()
+    run.kill("host_identity_change")
+    run.provider.release(cut=True)
+    run.start(host_id=f"{home}-other")
+    run.settle(SETTLE_S)
+    run.kill("tree_kill")
+    run.start(host_id=home)
+    _, final = run.settle(SETTLE_S)
+    return [expect_desired(final, [work_id], {"run", "done"}, "CTL-03", "after a host identity change and back")]
+
+
+SECOND_CRASH_POINT = "recovery.repair.after"
+
+
+def drive_second_crash(run: Run) -> list[ClauseResult]:
+    """Another crash during recovery (seed 000's failure acceptance): every process is killed after an
+    unknown-effect write ran but before its result was committed; the runtime starts armed to hold at
+    ``recovery.repair.after`` (its recovery has repaired the turn and chosen its mode), is killed there again,
+    and starts once more. The second recovery must find the first one's work done and keep its mode: one owner,
+    nothing answered or admitted twice, the unknown write's restriction kept (``check_second_crash``, FA-11)."""
+    run.start()
+    work_id = submit(run, "sc")
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
+    run.kill("tree_kill")
+    run.release_probes()
+    run.start(failpoints=f"{SECOND_CRASH_POINT}=1*pause")
+    run.broker.wait_for_hit(SECOND_CRASH_POINT, timeout=SETTLE_S, held=True)
+    run.kill("crash_during_recovery")
+    run.start(failpoints="")
+    _, final = run.settle(SETTLE_S)
+    return [expect_desired(final, [work_id], {"done"}, "RI-02", "after a crash during recovery")]
+
+
+def _needs_second_crash_point(run: Run) -> str | None:
+    declared = {str(p) for p in (run.init_ok.failpoints if run.init_ok else [])}
+    return None if SECOND_CRASH_POINT in declared else f"init_ok.failpoints lacks {SECOND_CRASH_POINT}"
+
+
+RELOAD_WATCH_S = 0.5  # how long the owner's request stays open after a reload (a takeover shows within it);
+# more than checks_owners.TOLERANCE_S, so a takeover's overlap is never mistaken for a dead client's
+
+
 def drive_frontend_reload(run: Run) -> list[ClauseResult]:
     """The frontend reloads (its client disconnects and reconnects) while a request is in flight: the work
-    goes on, its intent unchanged (CTL-01). Observations on both sides of the reload; the check compares
-    every one after it (``check_not_a_pause``)."""
+    goes on, its intent unchanged (CTL-01), and its owner is not taken for dead (OWN-05). Observations on both
+    sides of the reload; the check compares every one after it (``check_not_a_pause``)."""
     run.start()
     work_id = submit(run, "fr")
     held = run.wait_held(SETTLE_S, script_id="fr")
     run.observe()
     out = run.op("reload")
     run.observe()
+    # the owner lives on, its request open: a runtime that took the disconnect for its death would have another
+    # process ask for the same work now (OWN-05, ``check_disconnect_not_death``); give it the chance to show
+    if _wait_for_request(run, _sender_of(run, held.seq), "fr", RELOAD_WATCH_S, other=True):
+        time.sleep(RELOAD_WATCH_S)  # both open at once for longer than a dead client could go unnoticed
     run.provider.release(held)
     _, final = run.settle(SETTLE_S)
     if not out.ok:
@@ -549,7 +647,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                                                                   "tool.result.commit.after", "usage.persist.after"))),
     Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
              (script("long", tool_step("probe_unknown", {"sleep_s": 1.5}), text_step()),), ("probe_unknown",),
-             ("FA-15", "CTL-03", "RI-02", "OWN-06"), drive_long_tool,
+             ("FA-15", "CTL-03", "RI-02", "OWN-06", "OWN-01"), drive_long_tool,
              Chaos(kinds=(_K.WORKER_KILL,), points=("tool.running", "tool.dispatch.after"), clauses=("FA-15",))),
     Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
              tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None), usage="none")
@@ -575,7 +673,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("sessions_together", "three sessions recover together: fair queueing, shared quota, one owner each",
              # only the first session's request is held: a held session the restarted runtime serves first
              # would keep a worker from the others for the hold's whole timeout
-             _CHAT, tuple(chaos_only_script(sid, "probe_read", hold=None if sid == "ta" else [])
+             _CHAT, tuple(chaos_only_script(sid, "probe_read", hold=HOLD_TWICE if sid == "ta" else [])
                           for sid in ("ta", "tb", "tc")), ("probe_read",),
              ("INP-01", "OWN-02", "CTL-03", "FA-13"), drive_together,
              Chaos(kinds=(_K.WORKER_KILL, _K.TREE_KILL, _K.NORMAL_EXIT), double_start=True,
@@ -615,10 +713,28 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(none="ownership without a fault: chaos's kills of sessions_together judge ownership across "
                         "restarts")),
     Scenario("paused_owner", "the owner of a request in flight is paused (SIGSTOP) and let go on (SIGCONT)",
-             _CHAT, (script("po", text_step(faults=HOLD_FIRST), usage="final"),
-                     script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")), (),
-             ("REC-12", "OWN-02", "INP-01", "RI-04"), drive_paused_owner,
+             # the paused owner's answer calls a tool and the next step is held too: a newer owner is still at work
+             # when the old one goes on, and an old generation that is not fenced goes on visibly (the tool, then
+             # the next step's request), where a final answer would only be committed (OWN-06)
+             _CHAT, (script("po", tool_step("probe_read", faults=HOLD_FIRST), text_step(faults=HOLD_FIRST),
+                            usage="final"),
+                     script("pw1", text_step(), usage="final"), script("pw2", text_step(), usage="final")),
+             ("probe_read",), ("REC-12", "OWN-02", "INP-01", "RI-04"), drive_paused_owner,
              Chaos(none="a pause is a nemesis of its own, not a restart kind")),
+    Scenario("host_change", "every process killed with a request in flight, started under another host identity, "
+             "then back under the first with new processes", _CHAT,
+             (script("hc", text_step(faults=HOLD_FIRST), usage="final"),), (),
+             ("OWN-03", "FA-02", "CTL-03", "RI-02"), drive_host_change,
+             Chaos(none="a host identity change is itself a restart kind (host_identity_change), which chaos applies "
+                        "at every point of chat_unknown_write")),
+    Scenario("second_crash", "killed after an unknown write ran, its result uncommitted, then killed again while "
+             "recovery holds after its repair phase, then started", _CHAT,
+             (script("sc", tool_step("probe_unknown", {"hold": True}), text_step(), usage="final"),),
+             ("probe_unknown",),
+             ("FA-11", "RI-02"), drive_second_crash,
+             Chaos(none="another crash during recovery is itself a restart kind (crash_during_recovery), which chaos "
+                        "applies at every recovery point of the chat scenarios"),
+             unsupported=_needs_second_crash_point),
     Scenario("frontend_reload", "the frontend reloads while a request is in flight: the work goes on", _CHAT,
              (script("fr", text_step(faults=HOLD_FIRST), usage="final"),), (),
              ("CTL-01", "RI-04", "INP-01"), drive_frontend_reload,

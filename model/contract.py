@@ -265,21 +265,21 @@ CLAUSES: tuple[Clause, ...] = (
        "admission race."),
 
     # ---- Ownership, leases and generations
-    _c("OWN-01", _S, _CHAT, "MLC", SEED_000, ARC,
+    _c("OWN-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "Recovery reconnects live executors and excludes dead ones through generation fencing.",
        "Reconnect live executors; exclude dead executors through generation fencing.",
        points=("recovery.claim.after",)),
     _c("OWN-02", _S, _CHAT, "MCH", SEED_000, ARC,
        "Only one host recovers a work item, and at most one owner holds it at any time.",
        "Only one host recovers each work item."),
-    _c("OWN-03", _S, _CHAT, "MC", SEED_000, ARC,
+    _c("OWN-03", _S, _CHAT, "MCH", SEED_000, ARC,
        "Single-host recovery never silently becomes a cross-host takeover.",
        "Single-host recovery must not silently become cross-host takeover.",
        restarts=(_RK.HOST_IDENTITY_CHANGE,)),
     _c("OWN-04", _S, _CHAT, "MCH", SEED_000, INTR,
        "No repair is written while the lease is uncertain or storage is unreadable.",
        "do not write repairs when the lease is uncertain or storage unreadable"),
-    _c("OWN-05", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("OWN-05", _S, _CHAT, "MCH", SEED_000, INTR,
        "A disconnected connection alone is never taken as proof that a process died.",
        "A disconnected connection alone does not prove process death.", restarts=(_RK.WORKER_KILL,)),
     _c("OWN-06", _S, _CHAT, "MLCH", SEED_000, INTR,
@@ -336,7 +336,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("REC-12", _S, _CHAT, "MCH", SEED_000, INTR,
        "A live owner is only reconnected, never replaced by a new attempt or a new turn.",
        "Only reconnect a live owner.", restarts=(_RK.WORKER_KILL,)),
-    _c("REC-13", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("REC-13", _S, _CHAT, "MCH", SEED_000, INTR,
        "A new attempt under the same execution is created only when the owner's death is confirmed and a verifiable "
        "safe checkpoint exists.",
        "If death is confirmed and a verifiable safe checkpoint exists, create a new attempt under the same execution."),
@@ -873,7 +873,7 @@ CLAUSES: tuple[Clause, ...] = (
        "forced kill, downtime past two hours, and a crash during recovery.",
        "Cover frontend reload, normal App exit, graceful worker restart, forced worker termination, downtime beyond "
        "the old two-hour window, and another crash during recovery.", restarts=tuple(RestartKind)),
-    _c("FA-02", _S, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-02", _S, _CHAT, "CH", SEED_000, FAIL,
        "Host-restart semantics, tested through process-identity changes, hold: work meant to run is recovered, the "
        "restart is never read as a user Pause, and recovery never silently becomes cross-host takeover.",
        "Test host-restart semantics through process-identity changes", restarts=(_RK.HOST_IDENTITY_CHANGE,)),
@@ -908,7 +908,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("FA-10", _S, _CHAT, "CH", SEED_000, FAIL,
        "A crash before or after usage persistence leaves each receipt counted exactly once or marked unknown.",
        "before/after usage persistence", points=_USAGE, restarts=_KILLS),
-    _c("FA-11", _S, _CHAT, "MC", SEED_000, FAIL,
+    _c("FA-11", _S, _CHAT, "MCH", SEED_000, FAIL,
        "A second crash at any recovery phase leaves recovery idempotent: one owner, one mode, no duplicate repair or "
        "admission.",
        "another crash during recovery", points=_RECOVERY, restarts=(_RK.CRASH_DURING_RECOVERY,)),

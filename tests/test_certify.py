@@ -60,8 +60,8 @@ def test_the_honest_mini_runtime_certifies_valid(honest):
 def test_undeclared_profiles_are_not_applicable_never_passed(honest):
     na = {c.name for c in honest.cases if c.verdict.value == "not_applicable"}
     by_profile = {"goal_restart", "approval_unknown_write", "job_restart", "paperclip_retry"}
-    # no init_ok.storage nor init_ok.resources: never passed, not required
-    by_capability = {"storage_unreadable", "migration_newer_schema", "resources_after_downtime"}
+    # no init_ok.storage nor init_ok.resources, no recovery.repair.after failpoint: never passed, not required
+    by_capability = {"storage_unreadable", "migration_newer_schema", "resources_after_downtime", "second_crash"}
     assert na == by_profile | by_capability
     assert honest.clauses["GOAL-01"].value == "not_applicable"
     assert honest.clauses["REC-01"].value == "not_applicable" and "REC-01" not in honest.required

@@ -66,9 +66,10 @@ class Worker:
                     self.db.execute("UPDATE work SET status='waiting', reason='owner_on_other_host' "
                                     "WHERE work_id=? AND desired='run'", (lease["work_id"],))
                     continue
-                if not _alive(lease["pid"], lease["create_time"]):
-                    self.db.execute("UPDATE work SET status='queued', reason='queued' WHERE work_id=? "
-                                    "AND desired='run' AND status='running'", (lease["work_id"],))
+                if not _alive(lease["pid"], lease["create_time"]):  # also when it waited for this host to return
+                    self.db.execute("UPDATE work SET status='queued', reason='queued' WHERE work_id=? AND "
+                                    "desired='run' AND (status='running' OR reason='owner_on_other_host')",
+                                    (lease["work_id"],))
 
     # --- the loop ------------------------------------------------------------------------------------
 
