@@ -821,3 +821,56 @@ SCENARIOS += (
              _needs_resources),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- temporary provider faults: retries, their receipts, their backoff --------------------------------------
+
+FAULT_WAIT_S = 5.0  # how long the drive waits for the runtime to say it scheduled the retry
+
+
+def faulted_step(tokens: tuple[int, int] = (30, 12)) -> dict:
+    """One answer whose first attempt is cut after two cumulative usage chunks (consumption the client saw part
+    of: a lower bound) and whose second attempt is a 503 (nothing billed); the third goes through."""
+    return {"text": "done after retries", "chunks": 4,
+            "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
+            "faults": [{"kind": "cut", "at_chunk": 2, "attempts": [1]},
+                       {"kind": "error", "status": 503, "attempts": [2], "message": "overloaded, retry later"}]}
+
+
+def _wait_ledger(run: Run, predicate: Callable[[dict[str, Any]], bool], timeout_s: float) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = next((r for r in run.provider.records() if predicate(r)), None)
+        if found is not None:
+            return found
+        time.sleep(0.02)
+    return None
+
+
+def drive_provider_faults(run: Run) -> list[ClauseResult]:
+    """A temporary fault twice on one request (a stream cut after usage, then a 503); once the runtime says it
+    scheduled the retry, a tree kill and an immediate start: the retry time must survive (checks_backoff), each
+    attempt keeps its own receipt (checks_attempts)."""
+    run.start()
+    work_id = submit(run, "pf")
+    if _wait_ledger(run, lambda r: r.get("event") == "response" and r.get("status") == 503, SETTLE_S) is not None:
+        deadline = time.monotonic() + FAULT_WAIT_S
+        while time.monotonic() < deadline:  # the runtime's own word that the retry time is on record
+            found = item(run.observe(), work_id) or {}
+            if found.get("reason_code") == "retry_scheduled" or found.get("status") in ("finished", "running"):
+                break
+            time.sleep(0.05)
+        restart_kit_side(run, "tree_kill")
+    run.settle(SETTLE_S)
+    return []
+
+
+SCENARIOS += (
+    Scenario("provider_faults", "a request fails twice on temporary faults (a stream cut after usage, a 503), with "
+             "a kill during the backoff: each attempt counted on its own, the cut one as a lower bound, the retry "
+             "time durable", _CHAT, (script("pf", faulted_step()),), (),
+             ("USG-04", "USG-18", "RES-03", "INP-01", "RI-02", "USG-10"), drive_provider_faults,
+             Chaos(none="the faults are the provider's own and the kill is the drive's, placed inside the backoff; "
+                        "chaos's points would only move the kill away from it")),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
