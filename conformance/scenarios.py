@@ -865,7 +865,33 @@ def drive_provider_faults(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_fair_queueing(run: Run) -> list[ClauseResult]:
+    """Two sessions with a backlog of three inputs each, their first requests in flight, a third session with
+    one input queued behind them; a tree kill and a start: the third session must not wait for both backlogs
+    (checks_fairness)."""
+    run.start()
+    for script_id in ("fqa", "fqb"):
+        for n in (1, 2, 3):
+            submit(run, script_id, session=f"fair-{script_id}", n=n)
+        run.wait_held(SETTLE_S, script_id=script_id)
+    submit(run, "fqc", session="fair-fqc")
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.start()
+    run.settle(SETTLE_S)
+    return []
+
+
 SCENARIOS += (
+    Scenario("fair_queueing", "two sessions with a backlog and a third with one input recover together: fair "
+             "queueing, no session starved", _CHAT,
+             (script("fqa", text_step("a1", faults=HOLD_FIRST), text_step("a2"), text_step("a3"), usage="final"),
+              script("fqb", text_step("b1", faults=HOLD_FIRST), text_step("b2"), text_step("b3"), usage="final"),
+              script("fqc", text_step("c1"), usage="final")), (),
+             ("FA-12", "INP-01", "RI-02", "OWN-02"), drive_fair_queueing,
+             Chaos(none="the restart is the drive's, placed while both backlogs wait; chaos's sessions_together "
+                        "recovers several sessions at every point already")),
     Scenario("provider_faults", "a request fails twice on temporary faults (a stream cut after usage, a 503), with "
              "a kill during the backoff: each attempt counted on its own, the cut one as a lower bound, the retry "
              "time durable", _CHAT, (script("pf", faulted_step()),), (),

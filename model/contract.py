@@ -912,7 +912,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A second crash at any recovery phase leaves recovery idempotent: one owner, one mode, no duplicate repair or "
        "admission.",
        "another crash during recovery", points=_RECOVERY, restarts=(_RK.CRASH_DURING_RECOVERY,)),
-    _c("FA-12", _L, _CHAT, "MC", SEED_000, FAIL,
+    _c("FA-12", _L, _CHAT, "MCH", SEED_000, FAIL,
        "Several sessions recovered together are admitted through fair queueing and shared quotas: no session is "
        "starved by the others, and together they stay within the quotas they share.",
        "Recover multiple sessions together to prove fair queueing, shared quotas"),

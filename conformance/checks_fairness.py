@@ -1,0 +1,72 @@
+"""Fair queueing after a restart: no session starved by the others (FA-12), judged from the provider's ledger.
+
+Seed 000: recover multiple sessions together to prove fair queueing. The kit sees every admission in its
+provider's ledger without asking the runtime: a session is one script, and a request of step ``k`` starts a new
+turn when ``k`` is 0 or the script's step ``k - 1`` was answered without tool calls (a reply with tool calls
+continues its turn; a retry of a step is the same admission). After each restart, fair queueing means no
+session gets a second admission while another session with work waits for its first: before a session's first
+admission after the restart, every other session got at most ``FAIR_SLACK`` admissions.
+
+The other half of FA-12, staying within the quotas the sessions share, needs the quota, which the adapter
+protocol does not carry; it is not judged here. A restart after which fewer than two sessions were admitted,
+or none twice, cannot show starvation: ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
+from recoverykit.conformance.checks_crosscheck import _restarts, _verdict
+from recoverykit.conformance.provider_ledger import calls
+
+FAIR_SLACK = 1  # admissions another session may get before a waiting session's first (round robin allows one)
+
+
+def _admissions(ev: Evidence) -> dict[str, list[tuple[float, int]]]:
+    """script -> (time of the first request, step) of every turn start, in order; a retry is the same one."""
+    continues: set[tuple[str, int]] = set()  # (script, step) whose delivered answer called tools
+    for c in calls(ev.ledger):
+        if c.delivered and c.response.get("probe_tokens"):
+            continues.add((c.request.get("script_id"), int(c.request.get("step") or 0)))
+    out: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    seen: set[tuple[str, int, int]] = set()  # (script, step, restart epoch)
+    restarts = sorted(f.time for f in _restarts(ev))
+    for c in calls(ev.ledger):
+        script, step = c.request.get("script_id"), int(c.request.get("step") or 0)
+        if not script or (script, step - 1) in continues:
+            continue
+        t = float(c.request["time"])
+        epoch = sum(1 for r in restarts if r < t)
+        if (script, step, epoch) not in seen:
+            seen.add((script, step, epoch))
+            out[script].append((t, step))
+    return out
+
+
+def check_fair_queueing(ev: Evidence) -> list[ClauseResult]:
+    """FA-12: after a restart, no session waits for its first admission while another gets a second."""
+    admissions = _admissions(ev)
+    restarts = sorted(f.time for f in _restarts(ev))
+    problems: list[str] = []
+    judged = 0
+    for i, at in enumerate(restarts):
+        until = restarts[i + 1] if i + 1 < len(restarts) else float("inf")
+        after = {s: [a for a in got if at < a[0] < until] for s, got in admissions.items()}
+        after = {s: got for s, got in after.items() if got}
+        if len(after) < 2 or all(len(got) < 2 for got in after.values()):
+            continue
+        judged += 1
+        for script, got in after.items():
+            first = got[0][0]
+            for other, theirs in after.items():
+                ahead = [step for t, step in theirs if t < first]
+                if other != script and len(ahead) > FAIR_SLACK:
+                    problems.append(f"after the restart at {at:.3f}, session {script} waited for its first admission "
+                                    f"while session {other} was admitted {len(ahead)} times (steps {ahead}): "
+                                    "starved, not fair queueing")
+    return [_verdict("FA-12", problems, judged, "no restart after which two sessions were admitted and one of "
+                                                "them twice")]
+
+
+FAIRNESS_CHECKS = (kit_evidence(check_fair_queueing),)
