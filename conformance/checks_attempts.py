@@ -1,4 +1,5 @@
-"""Receipts per provider attempt: retries counted on their own, a cut stream only as a lower bound.
+"""Receipts per provider attempt: retries counted on their own, a cut stream only as a lower bound, one key
+across restarts.
 
 The scripted provider's ledger records every attempt of every logical request (its script step) with what it
 billed and the last usage the client could have read. Against it, the runtime's receipts (``observe``):
@@ -11,6 +12,14 @@ billed and the last usage the client could have read. Against it, the runtime's 
 - USG-18: partial cumulative data records only lower bounds: an attempt cut off after running totals whose
   last value is below what the provider billed has its receipt ``partial`` (or ``unknown``), never ``known``:
   the running total the runtime read is not the whole count.
+
+- USG-07: a receipt write that failed (the runtime died before settling an attempt it had opened a receipt
+  for) is retried under the same idempotency key, and the statistics rebuilt after the restart are the ones
+  before it: every receipt observed before a restart that names an attempt the provider received is, once the
+  runtime settled, still there exactly once under the same ``receipt_id``, a known one with the same tokens, a
+  partial one never lowered; and no receipt appears after the restart under a key that names no attempt the
+  provider received (when the runtime sends ``X-Request-Id``, every real attempt has such a key): that is a
+  write retried under a new key beside the pending one, counting one attempt twice.
 
 USG-18's other half, separate reservations for unknown tokens and unknown costs, exists only under a hard
 budget, which chat core has not (budgets are the goals profile's ``budget_set``); it is not judged here.
@@ -124,8 +133,66 @@ def check_partial_lower_bound(ev: Evidence) -> list[ClauseResult]:
             elif r.get("usage") == "partial" and got > _sum(billed):
                 problems.append(f"attempt {r.get('request_id')}: its partial receipt says {got} tokens, above the "
                                 f"{_sum(billed)} the provider billed: not a lower bound")
+    if judged and not problems:  # say what was judged: reservations exist only under a hard budget
+        return [_result("USG-18", Verdict.VALID, f"{judged} cut attempt(s) kept as lower bounds; reservations are "
+                                                 "not judged: chat core has no budget")]
     return [_verdict("USG-18", problems, judged, "no attempt with a receipt was cut off after usage below what it "
                                                  "billed")]
 
 
-ATTEMPT_CHECKS = tuple(kit_evidence(fn) for fn in (check_retry_receipts, check_partial_lower_bound))
+def _tokens(r: dict[str, Any]) -> int:
+    return (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
+
+
+def check_receipts_rebuilt(ev: Evidence) -> list[ClauseResult]:
+    """USG-07: across a restart, each receipt keeps its key and its usage; no second key for one attempt."""
+    final = ev.history.final_observation()
+    restarts = _restarts(ev)
+    if final is None or not final.quiescent or final.snapshot.get("usage_receipts") is None or not restarts:
+        return [_result("USG-07", Verdict.UNKNOWN, "no restart, or usage_receipts not observed in a settled state "
+                                                   "after one")]
+    ledger = calls(ev.ledger)
+    names = {n for c in ledger for n in _names(c)}
+    after = final.snapshot["usage_receipts"]
+    problems, judged = [], 0
+    for fault in restarts:
+        before = next((o for o in reversed(ev.snapshots()) if o.index < fault.index
+                       and o.snapshot.get("usage_receipts") is not None), None)
+        if before is None or final.index < fault.index:
+            continue
+        for r in before.snapshot["usage_receipts"]:
+            if r.get("request_id") not in names:
+                continue
+            judged += 1
+            now = [x for x in after if x.get("request_id") == r.get("request_id")]
+            where = f"receipt {r.get('receipt_id')} ({r.get('request_id')}, {r.get('usage')} before the {fault.kind})"
+            if len(now) != 1:
+                problems.append(f"{where}: {len(now)} receipts name that attempt after the restart (rebuilt "
+                                "statistics lost or doubled it)")
+            elif now[0].get("receipt_id") != r.get("receipt_id"):
+                problems.append(f"{where}: after the restart it is receipt {now[0].get('receipt_id')}: its write "
+                                "was redone under a new key")
+            elif r.get("usage") == "known" and (now[0].get("usage") != "known" or _tokens(now[0]) != _tokens(r)):
+                problems.append(f"{where}: {_tokens(r)} tokens known before, {now[0].get('usage')} "
+                                f"{_tokens(now[0])} after: the statistics were not rebuilt as they were")
+            elif r.get("usage") == "partial" and now[0].get("usage") == "partial" and _tokens(now[0]) < _tokens(r):
+                problems.append(f"{where}: a lower bound of {_tokens(r)} tokens became {_tokens(now[0])}")
+    last = restarts[-1]
+    before = next((o for o in reversed(ev.snapshots()) if o.index < last.index
+                   and o.snapshot.get("usage_receipts") is not None), None)
+    if before is not None and ledger and all(c.header_request_id for c in ledger):
+        known_before = {r.get("receipt_id") for r in before.snapshot["usage_receipts"]}
+        opened = {r.get("work_id") for r in before.snapshot["usage_receipts"]}
+        for r in after:
+            if r.get("receipt_id") in known_before or r.get("request_id") in names or r.get("work_id") not in opened:
+                continue
+            judged += 1
+            problems.append(f"receipt {r.get('receipt_id')} ({r.get('work_id')}) appeared after the {last.kind} "
+                            "under a key that names no attempt the provider received: a write retried under a new "
+                            "key beside the pending one")
+    return [_verdict("USG-07", problems, judged, "no receipt naming a provider attempt was observed before a "
+                                                 "restart")]
+
+
+ATTEMPT_CHECKS = tuple(kit_evidence(fn) for fn in (check_retry_receipts, check_partial_lower_bound,
+                                                   check_receipts_rebuilt))

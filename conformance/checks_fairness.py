@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _restarts, _verdict
 from recoverykit.conformance.provider_ledger import calls
+from recoverykit.model.catalogue import Verdict
 
 FAIR_SLACK = 1  # admissions another session may get before a waiting session's first (round robin allows one)
 
@@ -65,6 +66,9 @@ def check_fair_queueing(ev: Evidence) -> list[ClauseResult]:
                     problems.append(f"after the restart at {at:.3f}, session {script} waited for its first admission "
                                     f"while session {other} was admitted {len(ahead)} times (steps {ahead}): "
                                     "starved, not fair queueing")
+    if judged and not problems:  # say what was judged: the quota half has nothing to compare with
+        return [_result("FA-12", Verdict.VALID, f"fair queueing after {judged} restart(s); the shared quota is not "
+                                                "judged: the protocol does not carry it")]
     return [_verdict("FA-12", problems, judged, "no restart after which two sessions were admitted and one of "
                                                 "them twice")]
 

@@ -595,7 +595,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-06", _S, _GOALS, "MLC", SEED_000, COST,
        "Goal usage projections update only after the durable receipt write succeeds.",
        "Update Goal projections only after durable receipt writes succeed.", points=_USAGE),
-    _c("USG-07", _S, _CHAT, "MC", SEED_000, COST,
+    _c("USG-07", _S, _CHAT, "MCH", SEED_000, COST,
        "A failed receipt write is retried with the same idempotency key, and statistics can be rebuilt after restart.",
        "Temporary failures retry with the same idempotency key, and restart can reconstruct statistics."),
     _c("USG-08", _S, _GOALS, "ML", SEED_000, COST,

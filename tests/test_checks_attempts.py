@@ -4,7 +4,11 @@ honest run, and one broken run per rule."""
 from __future__ import annotations
 
 from recoverykit.conformance.checker import Evidence
-from recoverykit.conformance.checks_attempts import check_partial_lower_bound, check_retry_receipts
+from recoverykit.conformance.checks_attempts import (
+    check_partial_lower_bound,
+    check_receipts_rebuilt,
+    check_retry_receipts,
+)
 from recoverykit.conformance.checks_backoff import check_backoff
 from recoverykit.conformance.history import Recorder
 from recoverykit.model.catalogue import Verdict
@@ -142,3 +146,42 @@ def test_another_model_call_while_waiting_is_an_idle_call():
 def test_no_consecutive_faults_nothing_judged():
     ledger = [r for r in _ledger() if r["seq"] != 2]
     assert check_backoff(_evidence(ledger=ledger))[0].verdict is Verdict.UNKNOWN
+
+
+def _around_restart(before: list[dict], after: list[dict]) -> Evidence:
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    op = rec.invoke("submit", {"session_id": "s1", "text": "[[rk-script:pf]] hi", "client_msg_id": "c1"})
+    rec.complete(op, "ok", {"work_id": "w1", "input_id": "i1"})
+    rec.now = 2.25
+    rec.observe({"usage_receipts": before, "work_items": []})
+    rec.now = 2.3
+    rec.fault("tree_kill", pids=[1])
+    rec.now = 10.0
+    rec.observe({"usage_receipts": after, "work_items": []}, True)
+    return Evidence(history=rec.history, ledger=_ledger())
+
+
+def test_receipts_kept_under_their_keys_hold():
+    before = [HONEST[0], {**HONEST[1], "usage": "unknown"}]
+    assert check_receipts_rebuilt(_around_restart(before, HONEST))[0].verdict is Verdict.VALID
+
+
+def test_a_pending_receipt_settled_under_a_new_key_beside_it_counts_twice():
+    extra = {**_receipt(2, "unknown", None), "receipt_id": "w1.s0.a2.p99", "request_id": "w1.s0.a2.p99"}
+    result = check_receipts_rebuilt(_around_restart(HONEST[:2], [*HONEST, extra]))[0]
+    assert result.verdict is Verdict.INVALID
+    assert "new key" in result.text
+
+
+def test_a_receipt_renamed_or_lost_or_changed_after_a_restart():
+    renamed = [{**HONEST[0], "receipt_id": "r-new"}, *HONEST[1:]]
+    assert check_receipts_rebuilt(_around_restart(HONEST[:2], renamed))[0].verdict is Verdict.INVALID
+    assert check_receipts_rebuilt(_around_restart(HONEST[:2], HONEST[1:]))[0].verdict is Verdict.INVALID
+    doubled = [_receipt(3, "known", (30, 12))]
+    changed = [HONEST[0], HONEST[1], _receipt(3, "known", (60, 24))]
+    assert check_receipts_rebuilt(_around_restart(doubled, changed))[0].verdict is Verdict.INVALID
+
+
+def test_no_restart_nothing_judged():
+    assert check_receipts_rebuilt(_evidence())[0].verdict is Verdict.UNKNOWN
