@@ -27,7 +27,7 @@ from recoverykit.conformance.checks_crosscheck import _restarts, _verdict, _work
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.model.catalogue import Verdict
 
-JITTER = 0.5  # a retry's wait may be this fraction shorter than the one before it (jitter, a loaded machine)
+JITTER = 0.25  # a retry's wait may be this fraction shorter than the one before it (jitter), no more
 TEMPORARY = (408, 409, 429)
 
 

@@ -853,13 +853,15 @@ def drive_provider_faults(run: Run) -> list[ClauseResult]:
     attempt keeps its own receipt (checks_attempts)."""
     run.start()
     work_id = submit(run, "pf")
-    if _wait_ledger(run, lambda r: r.get("event") == "response" and r.get("status") == 503, SETTLE_S) is not None:
+    fault = _wait_ledger(run, lambda r: r.get("event") == "response" and r.get("status") == 503, SETTLE_S)
+    if fault is not None:
         deadline = time.monotonic() + FAULT_WAIT_S
         while time.monotonic() < deadline:  # the runtime's own word that the retry time is on record
-            found = item(run.observe(), work_id) or {}
-            if found.get("reason_code") == "retry_scheduled" or found.get("status") in ("finished", "running"):
+            if (item(run.observe(), work_id) or {}).get("reason_code") == "retry_scheduled":
                 break
-            time.sleep(0.05)
+            if any(r.get("event") == "request" and r.get("seq", 0) > fault["seq"] for r in run.provider.records()):
+                break  # it retried already: there is no backoff left to kill in
+            time.sleep(0.02)
         restart_kit_side(run, "tree_kill")
     run.settle(SETTLE_S)
     return []

@@ -131,8 +131,8 @@ def test_a_shrinking_wait_without_a_restart_is_no_backoff():
     assert check_backoff(_evidence(ledger=ledger))[0].verdict is Verdict.INVALID
 
 
-def test_jitter_within_a_half_is_allowed():
-    ledger = _ledger(times=((1.0, 1.1), (2.1, 2.2), (2.8, 2.9)))  # 1.0 s, then 0.6 s
+def test_jitter_within_a_quarter_is_allowed():
+    ledger = _ledger(times=((1.0, 1.1), (2.1, 2.2), (3.0, 3.1)))  # 1.0 s, then 0.8 s
     assert check_backoff(_evidence(ledger=ledger))[0].verdict is Verdict.VALID
 
 
