@@ -3,7 +3,9 @@
 Seed 000: recover multiple sessions together to prove fair queueing. The kit sees every admission in its
 provider's ledger without asking the runtime: a session is one script, and a request of step ``k`` starts a new
 turn when ``k`` is 0 or the script's step ``k - 1`` was answered without tool calls (a reply with tool calls
-continues its turn; a retry of a step is the same admission). After each restart, fair queueing means no
+continues its turn; a retry of a step is the same admission). An admission is told apart by its script, its
+step and the last user message it carries (a runtime that sends each request without the session's earlier
+turns asks for step 0 every time; its inputs still differ). After each restart, fair queueing means no
 session gets a second admission while another session with work waits for its first: before a session's first
 admission after the restart, every other session got at most ``FAIR_SLACK`` admissions.
 
@@ -18,29 +20,36 @@ from collections import defaultdict
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _restarts, _verdict
-from recoverykit.conformance.provider_ledger import calls
+from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.model.catalogue import Verdict
 
-FAIR_SLACK = 1  # admissions another session may get before a waiting session's first (round robin allows one)
+# admissions another session may get before a waiting session's first: round robin allows one, and one more
+# may go out while the waiting session's own recovery (its repair, its decision) is still under way
+FAIR_SLACK = 2
+
+
+def _last_user(c: Call) -> str:
+    users = [m for m in c.request.get("messages") or [] if m.get("role") == "user"]
+    return str(users[-1].get("sha") or users[-1].get("head") or "") if users else ""
 
 
 def _admissions(ev: Evidence) -> dict[str, list[tuple[float, int]]]:
     """script -> (time of the first request, step) of every turn start, in order; a retry is the same one."""
-    continues: set[tuple[str, int]] = set()  # (script, step) whose delivered answer called tools
+    continues: set[tuple[str, int, str]] = set()  # (script, step, input) whose delivered answer called tools
     for c in calls(ev.ledger):
         if c.delivered and c.response.get("probe_tokens"):
-            continues.add((c.request.get("script_id"), int(c.request.get("step") or 0)))
+            continues.add((c.request.get("script_id"), int(c.request.get("step") or 0), _last_user(c)))
     out: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    seen: set[tuple[str, int, int]] = set()  # (script, step, restart epoch)
+    seen: set[tuple[str, int, str, int]] = set()  # (script, step, input, restart epoch)
     restarts = sorted(f.time for f in _restarts(ev))
     for c in calls(ev.ledger):
-        script, step = c.request.get("script_id"), int(c.request.get("step") or 0)
-        if not script or (script, step - 1) in continues:
+        script, step, said = c.request.get("script_id"), int(c.request.get("step") or 0), _last_user(c)
+        if not script or (script, step - 1, said) in continues:
             continue
         t = float(c.request["time"])
         epoch = sum(1 for r in restarts if r < t)
-        if (script, step, epoch) not in seen:
-            seen.add((script, step, epoch))
+        if (script, step, said, epoch) not in seen:
+            seen.add((script, step, said, epoch))
             out[script].append((t, step))
     return out
 

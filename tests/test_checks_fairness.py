@@ -27,13 +27,18 @@ def _evidence(ledger: list[dict]) -> Evidence:
     return Evidence(history=rec.history, ledger=ledger)
 
 
+def test_one_more_admission_while_another_session_recovers_is_allowed():
+    order = [("c", 0), ("a", 0), ("a", 1), ("b", 0), ("a", 2), ("b", 1)]
+    assert check_fair_queueing(_evidence(_ledger(order)))[0].verdict is Verdict.VALID
+
+
 def test_round_robin_is_fair():
     order = [("a", 0), ("c", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
     assert check_fair_queueing(_evidence(_ledger(order)))[0].verdict is Verdict.VALID
 
 
 def test_a_session_waiting_behind_two_backlogs_is_starved():
-    order = [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2), ("c", 0)]
+    order = [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2), ("c", 0)]  # a and b admitted 3 times
     result = check_fair_queueing(_evidence(_ledger(order)))[0]
     assert result.verdict is Verdict.INVALID
     assert "session c waited" in result.text
