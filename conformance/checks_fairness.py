@@ -7,7 +7,8 @@ continues its turn; a retry of a step is the same admission). An admission is to
 step and the last user message it carries (a runtime that sends each request without the session's earlier
 turns asks for step 0 every time; its inputs still differ). After each restart, fair queueing means no
 session gets a second admission while another session with work waits for its first: before a session's first
-admission after the restart, every other session got at most ``FAIR_SLACK`` admissions.
+admission after the restart (or after the user last acted on it, if later: a session is not waiting before
+its input arrives or while it is paused), every other session got at most ``FAIR_SLACK`` admissions.
 
 The other half of FA-12, staying within the quotas the sessions share, needs the quota, which the adapter
 protocol does not carry; it is not judged here. A restart after which fewer than two sessions were admitted,
@@ -54,10 +55,32 @@ def _admissions(ev: Evidence) -> dict[str, list[tuple[float, int]]]:
     return out
 
 
+def _acted(ev: Evidence) -> dict[str, list[float]]:
+    """script -> when the user's operations on its work were acknowledged (a submit tagged with it, a resume,
+    pause or end of its work items): a session is waiting for service only since the last of them."""
+    from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
+    script_of: dict[str, str] = {}
+    out: dict[str, list[float]] = defaultdict(list)
+    for invoke, done in ev.history.completions():
+        if done is None or done.type != "ok":
+            continue
+        if invoke.f == "submit":
+            for script in SCRIPT_TAG_RE.findall(str(invoke.value.get("text", ""))):
+                out[script].append(done.time)
+                script_of[(done.value or {}).get("work_id")] = script
+        elif invoke.f in ("resume", "pause", "end") and invoke.value.get("work_id") in script_of:
+            out[script_of[invoke.value["work_id"]]].append(done.time)
+        elif invoke.f == "stop_all":
+            for script in set(script_of.values()):
+                out[script].append(done.time)
+    return out
+
+
 def check_fair_queueing(ev: Evidence) -> list[ClauseResult]:
     """FA-12: after a restart, no session waits for its first admission while another gets a second."""
     admissions = _admissions(ev)
     restarts = sorted(f.time for f in _restarts(ev))
+    acted = _acted(ev)
     problems: list[str] = []
     judged = 0
     for i, at in enumerate(restarts):
@@ -69,8 +92,9 @@ def check_fair_queueing(ev: Evidence) -> list[ClauseResult]:
         judged += 1
         for script, got in after.items():
             first = got[0][0]
+            ready = max([at, *[t for t in acted.get(script, ()) if t < first]])  # it waits from here on
             for other, theirs in after.items():
-                ahead = [step for t, step in theirs if t < first]
+                ahead = [step for t, step in theirs if ready < t < first]
                 if other != script and len(ahead) > FAIR_SLACK:
                     problems.append(f"after the restart at {at:.3f}, session {script} waited for its first admission "
                                     f"while session {other} was admitted {len(ahead)} times (steps {ahead}): "

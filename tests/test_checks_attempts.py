@@ -148,7 +148,7 @@ def test_no_consecutive_faults_nothing_judged():
     assert check_backoff(_evidence(ledger=ledger))[0].verdict is Verdict.UNKNOWN
 
 
-def _around_restart(before: list[dict], after: list[dict]) -> Evidence:
+def _around_restart(before: list[dict], after: list[dict], ledger: list[dict] | None = None) -> Evidence:
     rec = Recorder(clock=lambda: rec.now)
     rec.now = 0.5
     op = rec.invoke("submit", {"session_id": "s1", "text": "[[rk-script:pf]] hi", "client_msg_id": "c1"})
@@ -159,7 +159,7 @@ def _around_restart(before: list[dict], after: list[dict]) -> Evidence:
     rec.fault("tree_kill", pids=[1])
     rec.now = 10.0
     rec.observe({"usage_receipts": after, "work_items": []}, True)
-    return Evidence(history=rec.history, ledger=_ledger())
+    return Evidence(history=rec.history, ledger=ledger if ledger is not None else _ledger())
 
 
 def test_receipts_kept_under_their_keys_hold():
@@ -167,11 +167,19 @@ def test_receipts_kept_under_their_keys_hold():
     assert check_receipts_rebuilt(_around_restart(before, HONEST))[0].verdict is Verdict.VALID
 
 
+EXTRA = {**_receipt(2, "unknown", None), "receipt_id": "w1.s0.a2.p99", "request_id": "w1.s0.a2.p99"}
+
+
 def test_a_pending_receipt_settled_under_a_new_key_beside_it_counts_twice():
-    extra = {**_receipt(2, "unknown", None), "receipt_id": "w1.s0.a2.p99", "request_id": "w1.s0.a2.p99"}
-    result = check_receipts_rebuilt(_around_restart(HONEST[:2], [*HONEST, extra]))[0]
+    on_the_wire = _ledger(times=((1.0, 1.1), (2.1, 2.5), (4.2, 4.3)))  # attempt 2 answered after the kill at 2.3
+    result = check_receipts_rebuilt(_around_restart(HONEST[:2], [*HONEST, EXTRA], on_the_wire))[0]
     assert result.verdict is Verdict.INVALID
     assert "new key" in result.text
+
+
+def test_a_receipt_opened_and_never_sent_before_a_crash_is_no_second_key():
+    # nothing of w1 was on the wire at the kill: the receipt it opened for a request it never sent is its own
+    assert check_receipts_rebuilt(_around_restart(HONEST[:2], [*HONEST, EXTRA]))[0].verdict is Verdict.VALID
 
 
 def test_a_receipt_renamed_or_lost_or_changed_after_a_restart():

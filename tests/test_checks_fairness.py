@@ -20,10 +20,15 @@ def _ledger(order: list[tuple[str, int]], *, tools: set[tuple[str, int]] = froze
     return out
 
 
-def _evidence(ledger: list[dict]) -> Evidence:
+def _evidence(ledger: list[dict], late: dict[str, float] | None = None) -> Evidence:
+    """A restart at t=1; ``late``: script -> when a submit tagged with it was acknowledged."""
     rec = Recorder(clock=lambda: rec.now)
     rec.now = 1.0
     rec.fault("tree_kill", pids=[1])
+    for script, at in (late or {}).items():
+        rec.now = at
+        op = rec.invoke("submit", {"session_id": script, "text": f"[[rk-script:{script}]] hi", "client_msg_id": at})
+        rec.complete(op, "ok", {"work_id": f"w-{script}", "input_id": "i"})
     return Evidence(history=rec.history, ledger=ledger)
 
 
@@ -53,3 +58,8 @@ def test_steps_of_one_turn_are_one_admission():
 def test_one_admission_each_cannot_show_starvation():
     order = [("a", 0), ("b", 0), ("c", 0)]
     assert check_fair_queueing(_evidence(_ledger(order)))[0].verdict is Verdict.UNKNOWN
+
+
+def test_a_session_that_sent_its_input_late_was_not_waiting_before():
+    order = [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2), ("c", 0)]
+    assert check_fair_queueing(_evidence(_ledger(order), late={"c": 2.65}))[0].verdict is Verdict.VALID
