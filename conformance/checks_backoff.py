@@ -11,7 +11,8 @@ runtime owns its retry policy, so the kit judges only what any bounded backoff i
   restart that brings the retry forward lost it (a burst on restart). A restart before the runtime said so
   is recovery of an undecided attempt: that wait is not judged;
 - while a request waits on its retry, the runtime makes no other model call for that conversation: the next
-  request of the script after a temporary fault is the retry of the same step.
+  request of the script after an error answer is the retry of the same step (after a cut stream a runtime may
+  instead continue from the partial answer it kept: a new step, not judged).
 
 That a wait has an upper bound cannot be seen in a finite run; it is not judged. Evidence the run did not
 produce (no request with two consecutive temporary faults) gives ``unknown``.
@@ -71,10 +72,13 @@ def check_backoff(ev: Evidence) -> list[ClauseResult]:
             if nxt is None:
                 break
             step = c.request.get("step")
-            if nxt.request.get("step") != step:
+            if nxt.request.get("step") != step and int(c.response.get("status") or 0) != 200:
                 problems.append(f"script {script_id}: after a temporary fault of step {step} (attempt "
                                 f"{c.request.get('attempt')}, {_how(c)}) the next model call asked for step "
                                 f"{nxt.request.get('step')}, not a retry: an idle model call while waiting")
+                prev_wait = None
+                continue
+            if nxt.request.get("step") != step:  # a cut answer continued from its partial text: not a retry
                 prev_wait = None
                 continue
             end, retried = float(c.response["time"]), float(nxt.request["time"])

@@ -137,10 +137,15 @@ def test_jitter_within_a_quarter_is_allowed():
 
 
 def test_another_model_call_while_waiting_is_an_idle_call():
-    ledger = _ledger(steps=(0, 1, 1))
+    ledger = _ledger(steps=(0, 0, 1))  # after the 503 of step 0, step 1 is asked for: no retry of it
     result = check_backoff(_evidence(ledger=ledger))[0]
     assert result.verdict is Verdict.INVALID
     assert "idle model call" in result.text
+
+
+def test_continuing_a_cut_answer_is_not_an_idle_call():
+    ledger = _ledger(steps=(0, 1, 1))  # the cut step 0 continued from its partial text as step 1
+    assert check_backoff(_evidence(ledger=ledger))[0].verdict is not Verdict.INVALID
 
 
 def test_no_consecutive_faults_nothing_judged():
