@@ -979,3 +979,92 @@ SCENARIOS += (
              _reaches_projection_point),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- temporary provider faults: retries, their receipts, their backoff --------------------------------------
+
+FAULT_WAIT_S = 5.0  # how long the drive waits for the runtime to say it scheduled the retry
+
+
+def faulted_step(tokens: tuple[int, int] = (30, 12)) -> dict:
+    """One answer whose first attempt is cut after two cumulative usage chunks (consumption the client saw part
+    of: a lower bound) and whose second attempt is a 503 (nothing billed); the third goes through."""
+    return {"text": "done after retries", "chunks": 4,
+            "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
+            "faults": [{"kind": "cut", "at_chunk": 2, "attempts": [1]},
+                       {"kind": "error", "status": 503, "attempts": [2], "message": "overloaded, retry later"}]}
+
+
+def _wait_ledger(run: Run, predicate: Callable[[dict[str, Any]], bool], timeout_s: float) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = next((r for r in run.provider.records() if predicate(r)), None)
+        if found is not None:
+            return found
+        time.sleep(0.02)
+    return None
+
+
+def drive_provider_faults(run: Run) -> list[ClauseResult]:
+    """A temporary fault twice on one request (a stream cut after usage, then a 503); once the runtime says it
+    scheduled the retry, a tree kill and an immediate start: the retry time must survive (checks_backoff), each
+    attempt keeps its own receipt (checks_attempts)."""
+    run.start()
+    work_id = submit(run, "pf")
+    fault = _wait_ledger(run, lambda r: r.get("event") == "response" and r.get("status") == 503, SETTLE_S)
+    if fault is not None:
+        deadline = time.monotonic() + FAULT_WAIT_S
+        while time.monotonic() < deadline:  # the runtime's own word that the retry time is on record
+            if (item(run.observe(), work_id) or {}).get("reason_code") == "retry_scheduled":
+                break
+            if any(r.get("event") == "request" and r.get("seq", 0) > fault["seq"] for r in run.provider.records()):
+                break  # it retried already: there is no backoff left to kill in
+            time.sleep(0.02)
+        restart_kit_side(run, "tree_kill")
+    run.settle(SETTLE_S)
+    return []
+
+
+FAIR_HOLD_S = 2.0  # how long fair_queueing waits for the second backlog's first request to be in flight
+FAIR_BACKLOG = 4  # inputs of each backlog: a FIFO scheduler admits them all (over checks_fairness.FAIR_SLACK)
+
+
+def drive_fair_queueing(run: Run) -> list[ClauseResult]:
+    """Two sessions with a backlog of four inputs each, their first requests in flight, a third session with
+    one input queued behind them; a tree kill and a start: the third session must not wait for both backlogs
+    (checks_fairness)."""
+    run.start()
+    for script_id in ("fqa", "fqb"):
+        for n in range(1, FAIR_BACKLOG + 1):
+            submit(run, script_id, session=f"fair-{script_id}", n=n)
+    run.wait_held(SETTLE_S, script_id="fqa")
+    deadline = time.monotonic() + FAIR_HOLD_S  # a runtime running one item at a time never sends fqb's yet
+    while time.monotonic() < deadline and not any(h.script_id == "fqb" for h in run.provider.held()):
+        time.sleep(0.02)
+    submit(run, "fqc", session="fair-fqc")
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.provider.auto_release()  # the holds were for the kill; a request first sent after it goes through
+    run.start()
+    run.settle(SETTLE_S)
+    return []
+
+
+SCENARIOS += (
+    Scenario("fair_queueing", "two sessions with a backlog and a third with one input recover together: fair "
+             "queueing, no session starved", _CHAT,
+             # one answer per input, whatever step a runtime asks for (with or without the session's earlier turns)
+             tuple({**script(sid, text_step(sid, faults=HOLD_FIRST if sid != "fqc" else None), usage="final"),
+                    "when_exhausted": "repeat_last"} for sid in ("fqa", "fqb", "fqc")), (),
+             ("FA-12", "INP-01", "RI-02", "OWN-02"), drive_fair_queueing,
+             Chaos(none="the restart is the drive's, placed while both backlogs wait; chaos's sessions_together "
+                        "recovers several sessions at every point already")),
+    Scenario("provider_faults", "a request fails twice on temporary faults (a stream cut after usage, a 503), with "
+             "a kill during the backoff: each attempt counted on its own, the cut one as a lower bound, the retry "
+             "time durable", _CHAT, (script("pf", faulted_step()),), (),
+             ("USG-04", "USG-18", "RES-03", "INP-01", "RI-02", "USG-10"), drive_provider_faults,
+             Chaos(none="the faults are the provider's own and the kill is the drive's, placed inside the backoff; "
+                        "chaos's points would only move the kill away from it")),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

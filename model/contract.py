@@ -585,7 +585,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-03", _S, _CHAT, "MH", SEED_000, COST,
        "Each usage receipt is counted once, never as both a parent total and child details.",
        "count each receipt once rather than adding both parent totals and child details"),
-    _c("USG-04", _S, _CHAT, "", SEED_000, COST,
+    _c("USG-04", _S, _CHAT, "H", SEED_000, COST,
        "A retry is a new provider attempt and counts separately when it incurs actual consumption.",
        "Retries are new provider attempts and count separately when they incur actual consumption."),
     _c("USG-05", _S, _CHAT, "MH", SEED_000, COST,
@@ -595,7 +595,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-06", _S, _GOALS, "MLC", SEED_000, COST,
        "Goal usage projections update only after the durable receipt write succeeds.",
        "Update Goal projections only after durable receipt writes succeed.", points=_USAGE),
-    _c("USG-07", _S, _CHAT, "MC", SEED_000, COST,
+    _c("USG-07", _S, _CHAT, "MCH", SEED_000, COST,
        "A failed receipt write is retried with the same idempotency key, and statistics can be rebuilt after restart.",
        "Temporary failures retry with the same idempotency key, and restart can reconstruct statistics."),
     _c("USG-08", _S, _GOALS, "ML", SEED_000, COST,
@@ -634,7 +634,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-17", _S, _GOALS, "ML", SEED_000, COST,
        "Explicit budgets are rechecked after a ledger reload and before execution recovery or acceptance.",
        "Recheck explicit budgets after ledger reload and before execution recovery or acceptance."),
-    _c("USG-18", _S, _CHAT, "M", SEED_000, COST,
+    _c("USG-18", _S, _CHAT, "MH", SEED_000, COST,
        "Unknown tokens and unknown costs keep separate reservations; partial cumulative data records only lower "
        "bounds.",
        "Unknown tokens and unknown costs retain separate reservations; partial cumulative data records only lower "
@@ -699,7 +699,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A missing resource or revoked permission yields a precise waiting reason, never an automatic switch of "
        "project, account or model or a widening of permissions.",
        "without switching project, account, or model or expanding permissions automatically"),
-    _c("RES-03", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RES-03", _S, _CHAT, "MLH", SEED_000, ARC,
        "A temporary fault waits on a durable retry time with bounded backoff, never on idle model calls.",
        "Temporary faults use durable retry times and bounded backoff instead of idle model calls."),
     _c("RES-04", _S, _CHAT, "MLCH", SEED_000, ARC,
@@ -912,7 +912,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A second crash at any recovery phase leaves recovery idempotent: one owner, one mode, no duplicate repair or "
        "admission.",
        "another crash during recovery", points=_RECOVERY, restarts=(_RK.CRASH_DURING_RECOVERY,)),
-    _c("FA-12", _L, _CHAT, "MC", SEED_000, FAIL,
+    _c("FA-12", _L, _CHAT, "MCH", SEED_000, FAIL,
        "Several sessions recovered together are admitted through fair queueing and shared quotas: no session is "
        "starved by the others, and together they stay within the quotas they share.",
        "Recover multiple sessions together to prove fair queueing, shared quotas"),

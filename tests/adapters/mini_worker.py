@@ -39,6 +39,14 @@ class Stale(Exception):
     """The work item changed under us (a user control won): drop this step."""
 
 
+class Cut(OSError):
+    """The provider's stream broke off before ``[DONE]``; ``usage`` is the last running total read, if any."""
+
+    def __init__(self, text: str, usage: list[int] | None) -> None:
+        super().__init__(text)
+        self.usage = usage
+
+
 class Worker:
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
@@ -77,8 +85,10 @@ class Worker:
         self.recover()
         open(os.path.join(self.data_dir, f"ready-{self.pid}"), "w").close()
         while True:
-            item = one(self.db, "SELECT * FROM work WHERE desired='run' AND status IN ('queued','running') "
-                                "ORDER BY created LIMIT 1")
+            # fair across sessions: the session served least so far goes first, then the oldest item
+            item = one(self.db, "SELECT * FROM work w WHERE desired='run' AND status IN ('queued','running') "
+                                "ORDER BY (SELECT COUNT(*) FROM work d WHERE d.session_id=w.session_id AND "
+                                "d.status='finished'), created LIMIT 1")
             if item is None:
                 time.sleep(POLL_S)
                 continue
@@ -124,7 +134,14 @@ class Worker:
             self.db.execute("INSERT INTO receipts VALUES (?,?,?,?,?,?,?)",
                             (request_id, work_id, 1, None, None, "unknown", now()))
         failpoint("provider.request.before", work_id)
-        reply = self.call_provider(messages, request_id, work_id)
+        try:
+            reply = self.call_provider(messages, request_id, work_id)
+        except Cut as cut:  # running totals read before the stream broke: a lower bound, never the whole count
+            if cut.usage is not None:
+                with tx(self.db):
+                    self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='partial' WHERE request_id=?",
+                                    (cut.usage[0], cut.usage[1], request_id))
+            raise
         failpoint("usage.persist.before", work_id)
         if self.no_request_id and reply["id"]:  # the receipt now names its attempt by the response id
             with tx(self.db):
@@ -245,9 +262,11 @@ class Worker:
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"provider answered {resp.status}: {resp.read()[:200]!r}")
-        text, calls, usage, response_id = "", {}, None, None
-        for raw in resp:
+        text, calls, usage, response_id, done = "", {}, None, None, False
+        for raw in _lines(resp):
             line = raw.decode().strip()
+            if line == "data: [DONE]":
+                done = True
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[5:])
@@ -270,7 +289,17 @@ class Worker:
                     slot["function"]["name"] += fn.get("name") or ""
                     slot["function"]["arguments"] += fn.get("arguments") or ""
         conn.close()
+        if not done:
+            raise Cut("the stream ended before [DONE]", usage)
         return {"text": text, "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "id": response_id}
+
+
+def _lines(resp: http.client.HTTPResponse):
+    """The response's lines until it ends; a connection cut mid-body just ends them (no [DONE] then)."""
+    try:
+        yield from resp
+    except (http.client.HTTPException, OSError):
+        return
 
 
 def _create_time(pid: int) -> float | None:
