@@ -466,6 +466,49 @@ def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a graceful restart")]
 
 
+INPUT_POINTS = ("input.accept.before", "input.accept.after")
+
+
+def _interrupted_submit(run: Run, point: str, text: str, client_msg_id: str) -> None:
+    """A submit the runtime crashes on at ``point`` (armed ``crash``); the crash the kit's broker saw is recorded
+    with the submit it interrupted (fault ``input_crash``: ``checks_intent`` judges what it left)."""
+    from recoverykit.conformance.checks_intent import INPUT_CRASH
+    seen = max((h.seq for h in run.broker.hits()), default=0) if run.broker else 0
+    out = run.op("submit", session_id="s-ia", text=text, client_msg_id=client_msg_id)
+    try:
+        hit = run.broker.wait_for_hit(point, timeout=5.0, after=seen) if run.broker else None
+    except Exception:  # FailpointNotHit: the runtime did not crash there, so the kit claims nothing about it
+        hit = None
+    if hit is not None and hit.action == "crash" and not out.ok:
+        run.recorder.fault(INPUT_CRASH, point=point, client_msg_id=client_msg_id, text=text, pid=hit.pid)
+
+
+def drive_input_acceptance(run: Run) -> list[ClauseResult]:
+    """The runtime crashes before accepting one submit (a draft only the client has) and after accepting
+    another; the client sends the second again after the restart, as a client does with a submit it never saw
+    acknowledged. The draft must never appear; the accepted input is saved once and sent once per request."""
+    tag = script_tag("ia")
+    run.start(failpoints="input.accept.before=1*crash")
+    _interrupted_submit(run, "input.accept.before", f"{tag} a draft the runtime never accepted", "c-ia-draft")
+    restart_kit_side(run, "tree_kill", failpoints="input.accept.after=1*crash")
+    run.observe()
+    _interrupted_submit(run, "input.accept.after", f"{tag} request 1", "c-ia-1")
+    run.observe()  # the run intent as saved before the restart (read from the store while the runtime is down)
+    restart_kit_side(run, "tree_kill", failpoints="")
+    run.observe()
+    run.op("submit", session_id="s-ia", text=f"{tag} request 1", client_msg_id="c-ia-1")
+    run.settle(SETTLE_S)
+    return []
+
+
+def _needs_input_points(run: Run) -> str | None:
+    declared = {str(p) for p in run.init_ok.failpoints}
+    missing = [p for p in INPUT_POINTS if p not in declared]
+    if not missing:
+        return None
+    return f"init_ok.failpoints lacks {', '.join(missing)}, where the kit crashes the runtime during a submit"
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -588,7 +631,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                    points=("provider.request.inflight", "tool.result.commit.before"), during="pause",
                    clauses=("RI-03", "FA-01"))),
     Scenario("pause_during_recovery", "the user pauses while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",), ("RI-03", "INP-01"),
+             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",), ("RI-03", "INP-01", "FA-14"),
              _during_recovery("pause"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=RECOVERY_POINTS, during="pause",
                    clauses=("FA-14", "RI-03"))),
@@ -600,7 +643,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("input_during_recovery", "the user sends new input while recovery is held at a recovery phase", _CHAT,
              # a read-only tool: the new input's own turn may ask for it again, which is no re-run
              (chaos_only_script("dri", "probe_read", usage="final", hold=HOLD_TWICE),), ("probe_read",),
-             ("INP-01", "RI-02"), _during_recovery("input"),
+             ("INP-01", "RI-02", "CTL-05", "FA-14"), _during_recovery("input"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
                    clauses=("FA-14", "INP-01"))),
     Scenario("graceful_midwork", "a graceful restart while a tool runs: checkpoints saved, nothing asked twice",
@@ -608,6 +651,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("probe_read",), ("CTL-04", "CTL-03", "RI-02", "INP-01"), drive_graceful_midwork,
              Chaos(none="a graceful restart is itself a restart kind (normal_exit, graceful_worker_restart), which "
                         "chaos applies at every point of the chat scenarios")),
+    Scenario("input_acceptance", "crashes before and after input acceptance: a draft never appears, an accepted "
+             "input is saved and sent once", _CHAT, (script("ia", text_step(), usage="final"),), (),
+             ("INP-02", "FA-03", "INP-01", "RI-01", "RI-02"), drive_input_acceptance,
+             Chaos(none="the scenario is the kit's own crashes at both input-acceptance points; chaos applies those "
+                        "points to every chat scenario"), _needs_input_points),
     Scenario("busy_owner", "one owner busy on a slow model call while other sessions keep every worker awake",
              _CHAT, (script("bo", text_step(faults=HOLD_FIRST), usage="final"),
                      script("bw1", text_step(), usage="final"), script("bw2", text_step(), usage="none")), (),

@@ -1,0 +1,242 @@
+"""Run intent and the user's priority over automatic continuation, judged from what the kit did and saw.
+
+The kit knows what the user did (its history: every submit, pause and end, and when each was acknowledged) and
+what the runtime then asked the model (the scripted provider's ledger: each request's user messages, by
+digest and first characters). So, without asking the runtime:
+
+- CTL-05 / FA-14 (new input): once the user's new input to a session whose work is under way has been
+  acknowledged, the runtime does not go on with the old automatic continuation ahead of it. A request of that
+  session sent after the acknowledgement either carries the input (steered into the continuation, or its own
+  queued turn served first), or continues a turn that was alive at that moment (queue semantics: the turn in
+  flight may finish; a request whose messages extend that turn's, with no restart in between). Anything else,
+  before a request carrying the input was answered, is the old continuation going first. FA-14 counts inputs
+  acknowledged during recovery (after a restart, while the session's work was unfinished).
+- FA-14 (Pause / End): a stop acknowledged during recovery wins: the causal rule of CTL-07
+  (``checks_flow.stop_breaches``): nothing the runtime decided after the acknowledgement starts.
+- INP-02 / FA-03: the kit crashes the runtime at the input-acceptance points (the drive of scenario
+  ``input_acceptance`` records each crash the failpoint broker saw, with the submit it interrupted, as a
+  fault ``input_crash``). A submit interrupted before acceptance was never acknowledged: it never appears
+  as an accepted input, and its text never reaches the provider. One interrupted after acceptance, then sent
+  again by the client, is saved once: one accepted input, and no request carries its text twice.
+- RI-01: the run intent survives restarts: every acknowledged input is on record with the id the kit got and
+  the text it sent, and across each restart an item keeps its session, kind, recovery policy, parent, host
+  (when the kit kept the host) and inputs, and its control version never goes back.
+
+Evidence the run did not produce gives ``unknown``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
+from recoverykit.conformance.checks_crosscheck import _restarts, _verdict, _work_of_scripts
+from recoverykit.conformance.checks_flow import _by_script, stop_breaches
+from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
+
+INPUT_CRASH = "input_crash"  # fault kind: the kit crashed the runtime at an input-acceptance point
+_NOT_RECOVERY = {"frontend_reload"}  # a reload only disconnects a client: no process stops, nothing recovers
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def copies(call: Call, text: str) -> int:
+    """How many user messages of a request are ``text`` (by digest, or its first characters)."""
+    head = text.strip()[:160]
+    return sum(1 for m in call.request.get("messages") or [] if m.get("role") == "user"
+               and (m.get("sha") == _sha(text) or (head and head in (m.get("head") or ""))))
+
+
+def _shape(call: Call) -> list[tuple[str, str]]:
+    return [(m.get("role"), m.get("sha")) for m in call.request.get("messages") or []]
+
+
+def _extends(call: Call, base: Call) -> bool:
+    mine, theirs = _shape(call), _shape(base)
+    return len(mine) >= len(theirs) and mine[:len(theirs)] == theirs
+
+
+def _finished_by(attempts: list[Call], t: float) -> bool:
+    """Was the script's final answer delivered before ``t``?"""
+    return any(c.delivered and c.request.get("script_steps") is not None
+               and c.request.get("step") == c.request["script_steps"] - 1 and not c.response.get("probe_tokens")
+               and c.response["time"] < t for c in attempts)
+
+
+def _restart_times(ev: Evidence) -> list[float]:
+    return [f.time for f in _restarts(ev) if f.kind not in _NOT_RECOVERY]
+
+
+def check_input_priority(ev: Evidence) -> list[ClauseResult]:
+    """CTL-05 and FA-14 (new input): the old automatic continuation never goes ahead of acknowledged input."""
+    ledger = _by_script(ev)
+    restarts = _restart_times(ev)
+    judged = {"CTL-05": 0, "FA-14": 0}
+    problems: dict[str, list[str]] = {"CTL-05": [], "FA-14": []}
+    for invoke, done in ev.history.completions():
+        if invoke.f != "submit" or done is None or done.type != "ok":
+            continue
+        text = str(invoke.value.get("text", ""))
+        tags = SCRIPT_TAG_RE.findall(text)
+        if len(tags) != 1:
+            continue
+        acked = done.time
+        attempts = ledger.get(tags[0], [])
+        earlier = [c for c in attempts if c.request["time"] < acked]
+        if not earlier or _finished_by(attempts, acked) or any(copies(c, text) for c in earlier):
+            continue  # nothing of the session was under way, or this is the input that started it
+        def between(a: float, b: float) -> bool:
+            return any(a < t < b for t in restarts)
+        alive = [c for c in earlier if not between(c.request["time"], acked) and (
+            c.response is None or c.response["time"] > acked or (c.delivered and c.response.get("probe_tokens")))]
+        served = min((c.response["time"] for c in attempts if c.delivered and copies(c, text)), default=float("inf"))
+        bad = []
+        for c in attempts:
+            sent = c.request["time"]
+            if sent <= acked or sent > served or copies(c, text):
+                continue
+            if any(_extends(c, base) for base in alive) and not between(acked, sent):
+                continue  # the turn in flight when the input came finishes first (queue semantics)
+            bad.append(f"input {invoke.value.get('client_msg_id')!r} was acknowledged (op {done.index}), yet request "
+                       f"{c.request.get('request_id')} of script {tags[0]} (step {c.request.get('step')}) went on "
+                       "without it, continuing no turn that was alive then, before any request carrying the input "
+                       "was answered")
+        clauses = ("CTL-05", "FA-14") if any(t < acked for t in restarts) else ("CTL-05",)
+        for clause_id in clauses:
+            judged[clause_id] += 1
+            problems[clause_id] += bad
+    return [_verdict("CTL-05", problems["CTL-05"], judged["CTL-05"],
+                     "no input was acknowledged while earlier work of its session was under way"),
+            _verdict("FA-14", problems["FA-14"], judged["FA-14"],
+                     "no input was acknowledged while recovery of its session's work was under way")]
+
+
+def check_stops_during_recovery(ev: Evidence) -> list[ClauseResult]:
+    """FA-14 (Pause / End): a stop acknowledged during recovery wins; the old version never continues."""
+    owners = _work_of_scripts(ev)
+    script_of = {w: s for s, ws in owners.items() for w in ws}
+    ledger = _by_script(ev)
+    restarts = _restart_times(ev)
+    problems, judged = [], 0
+    for done, work_id, found in stop_breaches(ev):
+        attempts = ledger.get(script_of.get(work_id, ""), [])
+        last = max((t for t in restarts if t < done.time), default=None)
+        if last is None or _finished_by(attempts, done.time) or not any(c.request["time"] < last for c in attempts):
+            continue  # not during recovery: no restart interrupted this item's work before the stop
+        judged += 1
+        problems += found
+    return [_verdict("FA-14", problems, judged, "no Pause or End was acknowledged while an item was being recovered")]
+
+
+def _crashes(ev: Evidence, point: str) -> list[dict[str, Any]]:
+    return [f.detail for f in ev.history.faults if f.kind == INPUT_CRASH and f.detail.get("point") == point]
+
+
+def _accepted(ev: Evidence) -> dict[str, int]:
+    """client_msg_id -> how many accepted inputs carry it, in the final observation (None-safe)."""
+    final = ev.history.final_observation()
+    out: dict[str, int] = {}
+    for item in (final.snapshot.get("work_items") or []) if final is not None else []:
+        for inp in item.get("inputs") or []:
+            out[inp.get("client_msg_id")] = out.get(inp.get("client_msg_id"), 0) + 1
+    return out
+
+
+def check_unacknowledged_inputs(ev: Evidence) -> list[ClauseResult]:
+    """INP-02 and FA-03: what a crash at input acceptance leaves, from the ledger first, observe second."""
+    before, after = _crashes(ev, "input.accept.before"), _crashes(ev, "input.accept.after")
+    requests = [c for c in calls(ev.ledger) if isinstance(c.request.get("messages"), list)]
+    final = ev.history.final_observation()
+    accepted = _accepted(ev)
+    acked = {i.value.get("client_msg_id") for i, d in ev.history.completions()
+             if i.f == "submit" and d is not None and d.type == "ok"}
+    drafts, once = [], []
+    for crash in before:
+        cid, text = crash.get("client_msg_id"), str(crash.get("text", ""))
+        if cid in acked:
+            drafts.append(f"submit {cid!r} was acknowledged though the runtime crashed before accepting it")
+        shown = [c.request.get("request_id") for c in requests if copies(c, text)]
+        if shown:
+            drafts.append(f"submit {cid!r} was interrupted before acceptance and never acknowledged, yet the provider "
+                          f"received its text in {len(shown)} request(s) (first: {shown[0]})")
+        if accepted.get(cid):
+            drafts.append(f"submit {cid!r} was interrupted before acceptance, yet it is an accepted input")
+    for crash in after:
+        cid, text = crash.get("client_msg_id"), str(crash.get("text", ""))
+        if final is None or not final.quiescent:
+            continue
+        if accepted.get(cid, 0) != 1:
+            once.append(f"submit {cid!r} was interrupted after acceptance and sent again: {accepted.get(cid, 0)} "
+                        "accepted inputs carry it (expected exactly one)")
+        twice = [c.request.get("request_id") for c in requests if copies(c, text) > 1]
+        if twice:
+            once.append(f"submit {cid!r} was interrupted after acceptance: request {twice[0]} carries its text "
+                        f"{max(copies(c, text) for c in requests)} times (re-appended)")
+        if not any(copies(c, text) for c in requests):
+            once.append(f"submit {cid!r} was accepted before the crash, yet no request to the provider ever carried "
+                        "it")
+    judged_after = sum(1 for _ in after) if final is not None and final.quiescent else 0
+    return [_verdict("INP-02", drafts, len(before), "no submit was interrupted before acceptance"),
+            _verdict("FA-03", drafts + once, len(before) + judged_after,
+                     "no submit was interrupted at an input-acceptance point (or the run never settled)")]
+
+
+_FIXED = ("session_id", "kind", "recovery_policy", "parent_id")
+
+
+def check_run_intent_kept(ev: Evidence) -> list[ClauseResult]:
+    """RI-01: the durable run intent the kit can see survives every restart, and the inputs are the kit's own."""
+    problems, judged = [], 0
+    snaps = [o for o in ev.snapshots() if o.snapshot.get("work_items") is not None]
+    hosts = {o.value.get("host_id") for o in ev.history.ops if o.type == "invoke" and o.f in ("start", "restart")
+             and o.value.get("host_id")}
+    fields = (*_FIXED, "host_id") if len(hosts) <= 1 else _FIXED
+    for fault in _restarts(ev):
+        before = next((o for o in reversed(snaps) if o.index < fault.index), None)
+        if before is None:
+            continue
+        for o in (o for o in snaps if o.index > fault.index):
+            now = {w["work_id"]: w for w in o.snapshot["work_items"]}
+            for was in before.snapshot["work_items"]:
+                item = now.get(was["work_id"])
+                judged += 1
+                if item is None:
+                    problems.append(f"{was['work_id']} is missing at observation {o.index} after the {fault.kind} "
+                                    f"(event {fault.index})")
+                    continue
+                changed = [f"{k} {was.get(k)!r} -> {item.get(k)!r}" for k in fields if was.get(k) != item.get(k)]
+                if (item.get("control_version") or 0) < (was.get("control_version") or 0):
+                    changed.append(f"control_version went back {was['control_version']} -> {item['control_version']}")
+                old = [(i.get("input_id"), i.get("text")) for i in was.get("inputs") or []]
+                new = [(i.get("input_id"), i.get("text")) for i in item.get("inputs") or []]
+                if new[:len(old)] != old:
+                    changed.append(f"inputs {old} -> {new}")
+                if changed:
+                    problems.append(f"{was['work_id']} across the {fault.kind} (event {fault.index}, observation "
+                                    f"{o.index}): {'; '.join(changed)}")
+    final = snaps[-1] if snaps else None
+    if final is not None and judged:
+        inputs = {i.get("client_msg_id"): (w["work_id"], i) for w in final.snapshot["work_items"]
+                  for i in w.get("inputs") or []}
+        for invoke, done in ev.history.completions():
+            if invoke.f != "submit" or done is None or done.type != "ok":
+                continue
+            cid = invoke.value.get("client_msg_id")
+            work_id, saved = inputs.get(cid, (None, {}))
+            if work_id != done.value.get("work_id") or saved.get("input_id") != done.value.get("input_id") \
+                    or saved.get("text") != invoke.value.get("text"):
+                problems.append(f"acknowledged input {cid!r} (op {done.index}): the kit got work {done.value.get('work_id')}"
+                                f" / {done.value.get('input_id')} and sent {invoke.value.get('text')!r}; the record "
+                                f"says {work_id} / {saved.get('input_id')} / {saved.get('text')!r}")
+    return [_verdict("RI-01", problems, judged, "no work item was observed on both sides of a restart")]
+
+
+INTENT_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
+    kit_evidence(check_input_priority), kit_evidence(check_stops_during_recovery),
+    kit_evidence(check_unacknowledged_inputs), check_run_intent_kept,
+)
