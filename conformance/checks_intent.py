@@ -92,6 +92,7 @@ def check_input_priority(ev: Evidence) -> list[ClauseResult]:
             continue  # nothing of the session was under way, or this is the input that started it
         def between(a: float, b: float) -> bool:
             return any(a < t < b for t in restarts)
+
         alive = [c for c in earlier if not between(c.request["time"], acked) and (
             c.response is None or c.response["time"] > acked or (c.delivered and c.response.get("probe_tokens")))]
         served = min((c.response["time"] for c in attempts if c.delivered and copies(c, text)), default=float("inf"))
@@ -228,11 +229,11 @@ def check_run_intent_kept(ev: Evidence) -> list[ClauseResult]:
                 continue
             cid = invoke.value.get("client_msg_id")
             work_id, saved = inputs.get(cid, (None, {}))
-            if work_id != done.value.get("work_id") or saved.get("input_id") != done.value.get("input_id") \
-                    or saved.get("text") != invoke.value.get("text"):
-                problems.append(f"acknowledged input {cid!r} (op {done.index}): the kit got work {done.value.get('work_id')}"
-                                f" / {done.value.get('input_id')} and sent {invoke.value.get('text')!r}; the record "
-                                f"says {work_id} / {saved.get('input_id')} / {saved.get('text')!r}")
+            got = (done.value.get("work_id"), done.value.get("input_id"), invoke.value.get("text"))
+            if (work_id, saved.get("input_id"), saved.get("text")) != got:
+                problems.append(f"acknowledged input {cid!r} (op {done.index}): the kit got work {got[0]} / {got[1]} "
+                                f"and sent {got[2]!r}; the record says {work_id} / {saved.get('input_id')} / "
+                                f"{saved.get('text')!r}")
     return [_verdict("RI-01", problems, judged, "no work item was observed on both sides of a restart")]
 
 

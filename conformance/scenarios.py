@@ -495,6 +495,8 @@ def drive_input_acceptance(run: Run) -> list[ClauseResult]:
     _interrupted_submit(run, "input.accept.after", f"{tag} request 1", "c-ia-1")
     run.observe()  # the run intent as saved before the restart (read from the store while the runtime is down)
     restart_kit_side(run, "tree_kill", failpoints="")
+    run.provider.release(cut=True)  # a request the work sent before the kill was held: it never finished then
+    run.provider.auto_release()
     run.observe()
     run.op("submit", session_id="s-ia", text=f"{tag} request 1", client_msg_id="c-ia-1")
     run.settle(SETTLE_S)
@@ -631,7 +633,8 @@ SCENARIOS: tuple[Scenario, ...] = (
                    points=("provider.request.inflight", "tool.result.commit.before"), during="pause",
                    clauses=("RI-03", "FA-01"))),
     Scenario("pause_during_recovery", "the user pauses while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",), ("RI-03", "INP-01", "FA-14"),
+             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",),
+             ("RI-03", "INP-01", "FA-14"),
              _during_recovery("pause"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=RECOVERY_POINTS, during="pause",
                    clauses=("FA-14", "RI-03"))),
@@ -652,7 +655,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(none="a graceful restart is itself a restart kind (normal_exit, graceful_worker_restart), which "
                         "chaos applies at every point of the chat scenarios")),
     Scenario("input_acceptance", "crashes before and after input acceptance: a draft never appears, an accepted "
-             "input is saved and sent once", _CHAT, (script("ia", text_step(), usage="final"),), (),
+             "input is saved and sent once", _CHAT, (script("ia", text_step(faults=HOLD_FIRST), usage="final"),), (),
              ("INP-02", "FA-03", "INP-01", "RI-01", "RI-02"), drive_input_acceptance,
              Chaos(none="the scenario is the kit's own crashes at both input-acceptance points; chaos applies those "
                         "points to every chat scenario"), _needs_input_points),
