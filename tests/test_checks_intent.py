@@ -1,0 +1,236 @@
+"""Run-intent checks on hand-made evidence: an honest run passes, each broken one fails naming its clause."""
+
+from __future__ import annotations
+
+import hashlib
+
+from recoverykit.conformance.checker import Evidence
+from recoverykit.conformance.checks_intent import (
+    INPUT_CRASH,
+    check_input_priority,
+    check_run_intent_kept,
+    check_stops_during_recovery,
+    check_unacknowledged_inputs,
+)
+from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.witness import Execution, WitnessLog
+from recoverykit.model.catalogue import Verdict
+
+FIRST, SECOND = "[[rk-script:t1]] request 1", "[[rk-script:t1]] request 2"
+
+
+def _msg(role: str, text: str = "") -> dict:
+    return {"role": role, "calls": [], "answers": None, "len": len(text), "head": text[:160],
+            "sha": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+
+    def attempt(self, step: int, sent: float, answered: float | None, messages: list[dict], *, tools: int = 0,
+                delivered: bool = True, steps: int = 3) -> None:
+        seq = len(self.records) + 1
+        self.records.append({"event": "request", "seq": seq, "time": sent, "request_id": f"r{seq}",
+                             "request_id_source": "header", "script_id": "t1", "step": step, "script_steps": steps,
+                             "messages": messages})
+        if answered is not None:
+            self.records.append({"event": "response", "seq": seq, "time": answered, "delivered": delivered,
+                                 "probe_tokens": [f"t1.{step}.1.{i}" for i in range(tools)]})
+
+
+def _recorder() -> Recorder:
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 1.0
+    return rec
+
+
+def _submit(rec: Recorder, at: float, text: str, cid: str, work_id: str = "w1", ok: bool = True) -> None:
+    rec.now = at
+    op = rec.invoke("submit", {"session_id": "s1", "text": text, "client_msg_id": cid})
+    if ok:
+        rec.complete(op, "ok", {"work_id": work_id, "input_id": f"in-{cid}"})
+    else:
+        rec.complete(op, "info", {"code": "crashed"})
+
+
+def _fault(rec: Recorder, at: float, kind: str = "tree_kill", **detail) -> None:
+    rec.now = at
+    rec.fault(kind, **detail)
+
+
+def _v(results) -> dict:
+    out: dict = {}
+    for r in results:
+        out.setdefault(r.clause_id, []).append(r.verdict)
+    return {k: v[0] if len(v) == 1 else v for k, v in out.items()}
+
+
+# --- CTL-05 / FA-14: new input --------------------------------------------------------------------------------
+
+def _input_run(kill_at: float | None = 1.8) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    if kill_at is not None:
+        _fault(rec, kill_at)
+    _submit(rec, 3.0, SECOND, "c2", work_id="w2")
+    return rec
+
+
+def test_input_steered_into_the_recovered_turn_holds():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)  # cut by the kill
+    led.attempt(0, 3.5, 4.0, [_msg("user", FIRST), _msg("user", SECOND)])
+    ev = Evidence(_input_run().history, led.records)
+    assert _v(check_input_priority(ev)) == {"CTL-05": Verdict.VALID, "FA-14": Verdict.VALID}
+
+
+def test_the_turn_in_flight_may_finish_before_the_queued_input():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)
+    led.attempt(0, 2.5, 3.2, [_msg("user", FIRST)], tools=1)  # recovery's request, in flight at the input
+    led.attempt(1, 3.5, 4.0, [_msg("user", FIRST), _msg("assistant"), _msg("tool", "ok")])  # the same turn
+    led.attempt(2, 4.5, 5.0, [_msg("user", FIRST), _msg("assistant"), _msg("tool", "ok"), _msg("assistant", "done"),
+                              _msg("user", SECOND)])
+    ev = Evidence(_input_run().history, led.records)
+    assert _v(check_input_priority(ev)) == {"CTL-05": Verdict.VALID, "FA-14": Verdict.VALID}
+
+
+def test_the_old_continuation_going_ahead_of_the_input_breaks_ctl05_and_fa14():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)
+    led.attempt(0, 3.5, 4.0, [_msg("user", FIRST)], tools=1)  # decided after the input: without it
+    led.attempt(1, 4.5, 5.0, [_msg("user", FIRST), _msg("assistant"), _msg("tool", "ok"), _msg("user", SECOND)])
+    ev = Evidence(_input_run().history, led.records)
+    assert _v(check_input_priority(ev)) == {"CTL-05": Verdict.INVALID, "FA-14": Verdict.INVALID}
+
+
+def test_input_without_a_restart_counts_for_ctl05_only():
+    led = Ledger()
+    led.attempt(0, 1.5, 3.2, [_msg("user", FIRST)], tools=1)
+    led.attempt(1, 3.5, 4.0, [_msg("user", FIRST), _msg("assistant"), _msg("tool", "ok"), _msg("user", SECOND)])
+    ev = Evidence(_input_run(kill_at=None).history, led.records)
+    assert _v(check_input_priority(ev)) == {"CTL-05": Verdict.VALID, "FA-14": Verdict.UNKNOWN}
+
+
+# --- FA-14: Pause during recovery -----------------------------------------------------------------------------
+
+def _paused_during_recovery(kill_at: float | None = 1.8) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    if kill_at is not None:
+        _fault(rec, kill_at)
+    rec.now = 3.0
+    rec.complete(rec.invoke("pause", {"work_id": "w1"}), "ok", {})
+    return rec
+
+
+def test_a_pause_during_recovery_that_wins_holds_fa14():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)
+    led.attempt(0, 2.5, 3.5, [_msg("user", FIRST)], tools=1)  # in flight at the pause: may finish
+    ev = Evidence(_paused_during_recovery().history, led.records, WitnessLog([], [], None))
+    assert _v(check_stops_during_recovery(ev)) == {"FA-14": Verdict.VALID}
+
+
+def test_a_tool_started_after_a_pause_during_recovery_breaks_fa14():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)
+    led.attempt(0, 2.5, 3.5, [_msg("user", FIRST)], tools=1)
+    probe = Execution("t1.0.1.0", "probe_unknown", "unknown", 9, 3.6, 3.6, 4.0, "ok", 0)
+    ev = Evidence(_paused_during_recovery().history, led.records, WitnessLog([], [probe], None))
+    assert _v(check_stops_during_recovery(ev)) == {"FA-14": Verdict.INVALID}
+
+
+def test_a_pause_with_no_restart_before_it_is_not_during_recovery():
+    led = Ledger()
+    led.attempt(0, 2.5, 3.5, [_msg("user", FIRST)], tools=1)
+    ev = Evidence(_paused_during_recovery(kill_at=None).history, led.records, WitnessLog([], [], None))
+    assert _v(check_stops_during_recovery(ev)) == {"FA-14": Verdict.UNKNOWN}
+
+
+# --- INP-02 / FA-03: crashes at input acceptance --------------------------------------------------------------
+
+DRAFT = "[[rk-script:t1]] a draft"
+
+
+def _acceptance_run(copies_saved: int = 1) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, DRAFT, "c-draft", ok=False)
+    _fault(rec, 1.1, INPUT_CRASH, point="input.accept.before", client_msg_id="c-draft", text=DRAFT)
+    _fault(rec, 1.2)
+    _submit(rec, 2.0, FIRST, "c1", ok=False)
+    _fault(rec, 2.1, INPUT_CRASH, point="input.accept.after", client_msg_id="c1", text=FIRST)
+    _fault(rec, 2.2)
+    _submit(rec, 3.0, FIRST, "c1")
+    rec.now = 5.0
+    inputs = [{"input_id": f"in-c1-{i}", "client_msg_id": "c1", "text": FIRST} for i in range(copies_saved)]
+    rec.observe({"work_items": [{"work_id": "w1", "inputs": inputs}]}, quiescent=True)
+    return rec
+
+
+def test_a_draft_never_shown_and_an_input_saved_once_hold():
+    led = Ledger()
+    led.attempt(0, 3.5, 4.0, [_msg("user", FIRST)], steps=1)
+    ev = Evidence(_acceptance_run().history, led.records)
+    assert _v(check_unacknowledged_inputs(ev)) == {"INP-02": Verdict.VALID, "FA-03": Verdict.VALID}
+
+
+def test_a_draft_sent_to_the_model_breaks_inp02():
+    led = Ledger()
+    led.attempt(0, 3.5, 4.0, [_msg("user", DRAFT), _msg("user", FIRST)], steps=1)
+    ev = Evidence(_acceptance_run().history, led.records)
+    assert _v(check_unacknowledged_inputs(ev)) == {"INP-02": Verdict.INVALID, "FA-03": Verdict.INVALID}
+
+
+def test_an_input_re_appended_after_the_crash_breaks_fa03():
+    led = Ledger()
+    led.attempt(0, 3.5, 4.0, [_msg("user", FIRST), _msg("user", FIRST)], steps=1)
+    ev = Evidence(_acceptance_run().history, led.records)
+    assert _v(check_unacknowledged_inputs(ev)) == {"INP-02": Verdict.VALID, "FA-03": Verdict.INVALID}
+    twice = Evidence(_acceptance_run(copies_saved=2).history, Ledger().records)
+    assert _v(check_unacknowledged_inputs(twice))["FA-03"] is Verdict.INVALID
+
+
+def test_no_crash_at_acceptance_judges_nothing():
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    assert set(_v(check_unacknowledged_inputs(Evidence(rec.history, []))).values()) == {Verdict.UNKNOWN}
+
+
+# --- RI-01: the run intent across restarts --------------------------------------------------------------------
+
+def _item(cv: int = 2, text: str = FIRST, policy: str = "automatic") -> dict:
+    return {"work_id": "w1", "session_id": "s1", "kind": "chat_request", "desired_state": "paused",
+            "control_version": cv, "recovery_policy": policy, "host_id": "host-a", "parent_id": None,
+            "inputs": [{"input_id": "in-c1", "client_msg_id": "c1", "text": text}]}
+
+
+def _intent_run(after: dict, restart: bool = True) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    rec.now = 2.0
+    rec.observe({"work_items": [_item()]})
+    if restart:
+        _fault(rec, 3.0)
+    rec.now = 4.0
+    rec.observe({"work_items": [after]}, quiescent=True)
+    return rec
+
+
+def test_a_run_intent_kept_across_the_restart_holds_ri01():
+    assert _v(check_run_intent_kept(Evidence(_intent_run(_item()).history))) == {"RI-01": Verdict.VALID}
+
+
+def test_a_control_version_that_went_back_breaks_ri01():
+    assert _v(check_run_intent_kept(Evidence(_intent_run(_item(cv=1)).history))) == {"RI-01": Verdict.INVALID}
+
+
+def test_a_changed_policy_or_input_text_breaks_ri01():
+    for after in (_item(policy="disabled"), _item(text=FIRST + " (edited)")):
+        assert _v(check_run_intent_kept(Evidence(_intent_run(after).history))) == {"RI-01": Verdict.INVALID}
+
+
+def test_no_restart_judges_no_run_intent():
+    assert _v(check_run_intent_kept(Evidence(_intent_run(_item(), restart=False).history))) == {
+        "RI-01": Verdict.UNKNOWN}
