@@ -18,6 +18,8 @@ digest and first characters). So, without asking the runtime:
   fault ``input_crash``). A submit interrupted before acceptance was never acknowledged: it never appears
   as an accepted input, and its text never reaches the provider. One interrupted after acceptance, then sent
   again by the client, is saved once: one accepted input, and no request carries its text twice.
+- RI-06: once a start disabled automatic recovery (protocol 1.2), work a kill interrupted is not continued by
+  itself: the provider hears nothing of it until the user resumes it.
 - RI-01: the run intent survives restarts: every acknowledged input is on record with the id the kit got and
   the text it sent, and across each restart an item keeps its session, kind, recovery policy, parent, host
   (when the kit kept the host) and inputs, and its control version never goes back.
@@ -187,6 +189,32 @@ def check_unacknowledged_inputs(ev: Evidence) -> list[ClauseResult]:
                      "no submit was interrupted at an input-acceptance point (or the run never settled)")]
 
 
+def check_recovery_disabled(ev: Evidence) -> list[ClauseResult]:
+    """RI-06: after a start that disabled automatic recovery (``start.automatic_recovery`` false, protocol 1.2),
+    work a kill interrupted before it sends the provider nothing until the user resumes it (or a start enables
+    recovery again): the ledger is the kit's own record of every request."""
+    owners = _work_of_scripts(ev)
+    ledger = _by_script(ev)
+    starts = [op for op in ev.history.ops if op.type == "invoke" and op.f in ("start", "restart")
+              and op.value.get("automatic_recovery") is not None]
+    resumes = [(op.value.get("work_id"), op.time) for op in ev.history.ops if op.type == "invoke" and op.f == "resume"]
+    problems, judged = [], 0
+    for start in (s for s in starts if s.value["automatic_recovery"] is False):
+        enabled = min((s.time for s in starts if s.time > start.time and s.value["automatic_recovery"]),
+                      default=float("inf"))
+        for script_id, attempts in ledger.items():
+            if not any(c.request["time"] < start.time for c in attempts) or _finished_by(attempts, start.time):
+                continue  # not under way when the runtime went down
+            until = min([enabled, *(t for w, t in resumes if w in owners.get(script_id, ()) and t > start.time)])
+            judged += 1
+            late = [c for c in attempts if start.time < c.request["time"] < until]
+            if late:
+                problems.append(f"automatic recovery was disabled (start, op {start.index}), yet script {script_id}'s "
+                                f"interrupted work sent request {late[0].request.get('request_id')} (step "
+                                f"{late[0].request.get('step')}) before the user resumed it")
+    return [_verdict("RI-06", problems, judged, "no start disabled automatic recovery while work was under way")]
+
+
 _FIXED = ("session_id", "kind", "recovery_policy", "parent_id")
 
 
@@ -239,5 +267,5 @@ def check_run_intent_kept(ev: Evidence) -> list[ClauseResult]:
 
 INTENT_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     kit_evidence(check_input_priority), kit_evidence(check_stops_during_recovery),
-    kit_evidence(check_unacknowledged_inputs), check_run_intent_kept,
+    kit_evidence(check_unacknowledged_inputs), kit_evidence(check_recovery_disabled), check_run_intent_kept,
 )

@@ -100,6 +100,10 @@ class InitOk(Reply):
     storage: StorageDecl | None = Field(
         None, description="Since 1.1, optional: the durable store the kit may fault (an unreadable store, a newer "
         "schema). Absent or null: the storage scenarios are not applicable, never passed.")
+    automatic_recovery_setting: bool = Field(
+        False, description="Since 1.2, optional: the runtime has an explicit setting that disables automatic "
+        "recovery and honours `start.automatic_recovery`. False or absent: the scenario that disables it is not "
+        "applicable, never passed.")
 
 
 # --- user operations ----------------------------------------------------------------------------
@@ -257,6 +261,11 @@ class Start(Request):
     probe_tools: list[ProbeTool] | None = Field(
         None, description="Since 1.1, optional: the probe tools as they are now, replacing those of `init` (a "
         "changed `version` is a resource change during downtime); absent or null: unchanged.")
+    automatic_recovery: bool | None = Field(
+        None, description="Since 1.2, optional, sent only to adapters declaring `automatic_recovery_setting`: the "
+        "operator's explicit automatic-recovery setting from this start on. False disables it: work interrupted "
+        "before this start is not continued until the user resumes it (or ends it); true enables it again. Absent "
+        "or null: unchanged.")
 
 
 class StartOk(Reply):

@@ -503,6 +503,30 @@ def drive_input_acceptance(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_recovery_disabled(run: Run) -> list[ClauseResult]:
+    """Work in flight, a kill, then a start with automatic recovery explicitly disabled (protocol 1.2): the
+    interrupted work must not go on by itself (RI-06, judged from the ledger by ``checks_intent``); the user's
+    Resume then lets it finish."""
+    run.start()
+    work_id = submit(run, "ard")
+    run.wait_held(SETTLE_S, script_id="ard")
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.start(automatic_recovery=False)
+    run.settle(SETTLE_S)
+    run.op("resume", work_id=work_id)
+    run.settle(SETTLE_S)
+    return []
+
+
+def _needs_recovery_setting(run: Run) -> str | None:
+    if run.init_ok.automatic_recovery_setting:
+        return None
+    return ("init_ok.automatic_recovery_setting is not declared (protocol 1.2): the kit cannot disable automatic "
+            "recovery")
+
+
 def _needs_input_points(run: Run) -> str | None:
     declared = {str(p) for p in run.init_ok.failpoints}
     missing = [p for p in INPUT_POINTS if p not in declared]
@@ -659,6 +683,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("INP-02", "FA-03", "INP-01", "RI-01", "RI-02"), drive_input_acceptance,
              Chaos(none="the scenario is the kit's own crashes at both input-acceptance points; chaos applies those "
                         "points to every chat scenario"), _needs_input_points),
+    Scenario("recovery_disabled", "automatic recovery explicitly disabled at a restart: the interrupted work waits "
+             "for the user's Resume", _CHAT, (script("ard", text_step(faults=HOLD_FIRST), usage="final"),), (),
+             ("RI-06", "RI-01", "RI-02"), drive_recovery_disabled,
+             Chaos(none="the operator's setting across one kill is the scenario; chaos's points would only move the "
+                        "kill"), _needs_recovery_setting),
     Scenario("busy_owner", "one owner busy on a slow model call while other sessions keep every worker awake",
              _CHAT, (script("bo", text_step(faults=HOLD_FIRST), usage="final"),
                      script("bw1", text_step(), usage="final"), script("bw2", text_step(), usage="none")), (),

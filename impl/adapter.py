@@ -25,7 +25,7 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.1"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.2"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
@@ -120,7 +120,7 @@ class Adapter:
         self.runtime = Runtime(cfg)
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
-                "resources": RESOURCES, "storage": observe.STORAGE_DECL}
+                "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)
@@ -128,7 +128,7 @@ class Adapter:
 
     def _configure(self, req: dict) -> None:
         cfg = self.cfg
-        for key in ("failpoints", "clock_offset_s", "host_id"):
+        for key in ("failpoints", "clock_offset_s", "host_id", "automatic_recovery"):
             if req.get(key) is not None:
                 setattr(cfg, key, req[key])
         if req.get("probe_tools") is not None:  # the tools as they are now (a version may have changed)

@@ -212,7 +212,7 @@ CLAUSES: tuple[Clause, ...] = (
        "intent.",
        "Remove the hidden two-hour recovery expiry. Long downtime preserves run intent",
        restarts=(_RK.LONG_DOWNTIME,)),
-    _c("RI-06", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RI-06", _S, _CHAT, "MLH", SEED_000, ARC,
        "Work whose automatic recovery was explicitly disabled is not recovered automatically.",
        "Explicit automatic-recovery disabling remains effective"),
     _c("RI-07", _S, _CHAT, "ML", SEED_000, ARC,

@@ -8,6 +8,7 @@ from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.checks_intent import (
     INPUT_CRASH,
     check_input_priority,
+    check_recovery_disabled,
     check_run_intent_kept,
     check_stops_during_recovery,
     check_unacknowledged_inputs,
@@ -234,3 +235,36 @@ def test_a_changed_policy_or_input_text_breaks_ri01():
 def test_no_restart_judges_no_run_intent():
     assert _v(check_run_intent_kept(Evidence(_intent_run(_item(), restart=False).history))) == {
         "RI-01": Verdict.UNKNOWN}
+
+
+# --- RI-06: automatic recovery disabled -----------------------------------------------------------------------
+
+def _disabled_run(resume_at: float = 4.0) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    _fault(rec, 1.8)
+    rec.now = 2.0
+    rec.complete(rec.invoke("start", {"failpoints": "", "automatic_recovery": False}), "ok", {})
+    rec.now = resume_at
+    rec.complete(rec.invoke("resume", {"work_id": "w1"}), "ok", {})
+    return rec
+
+
+def test_interrupted_work_waits_for_resume_when_recovery_is_disabled():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)
+    led.attempt(0, 4.5, 5.0, [_msg("user", FIRST)], steps=1)  # after the user's Resume
+    assert _v(check_recovery_disabled(Evidence(_disabled_run().history, led.records))) == {"RI-06": Verdict.VALID}
+
+
+def test_interrupted_work_recovered_though_disabled_breaks_ri06():
+    led = Ledger()
+    led.attempt(0, 1.5, 1.8, [_msg("user", FIRST)], delivered=False)
+    led.attempt(0, 2.5, 3.0, [_msg("user", FIRST)], steps=1)  # before any Resume
+    assert _v(check_recovery_disabled(Evidence(_disabled_run().history, led.records))) == {"RI-06": Verdict.INVALID}
+
+
+def test_no_disabling_start_judges_nothing():
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    assert _v(check_recovery_disabled(Evidence(rec.history, []))) == {"RI-06": Verdict.UNKNOWN}
