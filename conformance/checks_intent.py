@@ -20,6 +20,8 @@ digest and first characters). So, without asking the runtime:
   again by the client, is saved once: one accepted input, and no request carries its text twice.
 - RI-06: once a start disabled automatic recovery (protocol 1.2), work a kill interrupted is not continued by
   itself: the provider hears nothing of it until the user resumes it.
+- RI-07: a paused record an older version left, for a reason this version does not know (the adapter writes
+  it during downtime, protocol 1.2), stays paused with a reason_code, and its input never reaches the model.
 - RI-01: the run intent survives restarts: every acknowledged input is on record with the id the kit got and
   the text it sent, and across each restart an item keeps its session, kind, recovery policy, parent, host
   (when the kit kept the host) and inputs, and its control version never goes back.
@@ -215,6 +217,36 @@ def check_recovery_disabled(ev: Evidence) -> list[ClauseResult]:
     return [_verdict("RI-06", problems, judged, "no start disabled automatic recovery while work was under way")]
 
 
+def check_legacy_paused(ev: Evidence) -> list[ClauseResult]:
+    """RI-07: a paused record an older version left, for a reason this version does not know (written by the
+    adapter during downtime, ``plant_paused_record``), stays paused with an explanation: its input never reaches
+    the provider (the kit's ledger) until the user resumes it, and every observation after it shows it still
+    there, not meant to run, with a reason_code."""
+    requests = [c for c in calls(ev.ledger) if isinstance(c.request.get("messages"), list)]
+    problems, judged = [], 0
+    for invoke, done in ev.history.completions():
+        if invoke.f != "plant_paused_record" or done is None or done.type != "ok":
+            continue
+        work_id, text = done.value.get("work_id"), str(invoke.value.get("text", ""))
+        until = min((op.time for op in ev.history.ops if op.type == "invoke" and op.f == "resume"
+                     and op.value.get("work_id") == work_id and op.time > done.time), default=float("inf"))
+        sent = [c for c in requests if done.time < c.request["time"] < until and copies(c, text)]
+        if sent:
+            problems.append(f"the old paused record {work_id} ({invoke.value.get('reason')!r}) was guessed to have "
+                            f"been running: request {sent[0].request.get('request_id')} carried its input")
+        seen = [o for o in ev.snapshots() if done.time < o.time < until and o.snapshot.get("work_items") is not None]
+        for o in seen:
+            item = next((w for w in o.snapshot["work_items"] if w["work_id"] == work_id), None)
+            if item is None:
+                problems.append(f"the old paused record {work_id} is gone at observation {o.index}")
+            elif item["desired_state"] == "run" or item["status"] != "paused" or not item.get("reason_code"):
+                problems.append(f"the old paused record {work_id} is {item['status']} / desired {item['desired_state']}"
+                                f" / reason {item.get('reason_code')!r} at observation {o.index}: not kept paused with "
+                                "an explanation")
+        judged += bool(seen and any(o.quiescent for o in seen))
+    return [_verdict("RI-07", problems, judged, "no old paused record was planted and then observed settled")]
+
+
 _FIXED = ("session_id", "kind", "recovery_policy", "parent_id")
 
 
@@ -267,5 +299,6 @@ def check_run_intent_kept(ev: Evidence) -> list[ClauseResult]:
 
 INTENT_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     kit_evidence(check_input_priority), kit_evidence(check_stops_during_recovery),
-    kit_evidence(check_unacknowledged_inputs), kit_evidence(check_recovery_disabled), check_run_intent_kept,
+    kit_evidence(check_unacknowledged_inputs), kit_evidence(check_recovery_disabled),
+    kit_evidence(check_legacy_paused), check_run_intent_kept,
 )

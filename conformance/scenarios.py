@@ -520,6 +520,33 @@ def drive_recovery_disabled(run: Run) -> list[ClauseResult]:
     return []
 
 
+LEGACY_REASON = "paused_recoverable_v0"  # a pause reason an older version stored, in no vocabulary of today
+
+
+def drive_legacy_paused_record(run: Run) -> list[ClauseResult]:
+    """During downtime the adapter writes a paused record as an older version left it, for a reason this version
+    does not know (protocol 1.2, ``plant_paused_record``); the runtime starts, and restarts once more: the record
+    must stay paused with an explanation, and its input must never reach the model (RI-07, ``checks_intent``)."""
+    run.start()
+    run.kill("tree_kill")
+    out = run.op("plant_paused_record", session_id="s-lgp", text=f"{script_tag('lgp')} request 1",
+                 client_msg_id="c-lgp-1", reason=LEGACY_REASON)
+    run.start()
+    run.settle(SETTLE_S)
+    graceful_or_kill(run, "normal_exit")
+    run.settle(SETTLE_S)
+    if not out.ok:
+        return [_result("RI-07", Verdict.UNKNOWN, f"the adapter did not plant the record ({out.error})")]
+    return []
+
+
+def _needs_legacy_record(run: Run) -> str | None:
+    if run.init_ok.legacy_paused_record:
+        return None
+    return ("init_ok.legacy_paused_record is not declared (protocol 1.2): the kit cannot have an old paused record "
+            "written")
+
+
 def _needs_recovery_setting(run: Run) -> str | None:
     if run.init_ok.automatic_recovery_setting:
         return None
@@ -688,6 +715,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("RI-06", "RI-01", "RI-02"), drive_recovery_disabled,
              Chaos(none="the operator's setting across one kill is the scenario; chaos's points would only move the "
                         "kill"), _needs_recovery_setting),
+    Scenario("legacy_paused_record", "an old paused record with a reason this version does not know stays paused "
+             "with an explanation", _CHAT, (script("lgp", text_step(), usage="final"),), (),
+             ("RI-07",), drive_legacy_paused_record,
+             Chaos(none="the record is written during downtime by the adapter; chaos's points would only move the "
+                        "kill before it"), _needs_legacy_record),
     Scenario("busy_owner", "one owner busy on a slow model call while other sessions keep every worker awake",
              _CHAT, (script("bo", text_step(faults=HOLD_FIRST), usage="final"),
                      script("bw1", text_step(), usage="final"), script("bw2", text_step(), usage="none")), (),

@@ -120,7 +120,8 @@ class Adapter:
         self.runtime = Runtime(cfg)
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
-                "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True}
+                "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True,
+                "legacy_paused_record": True}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)
@@ -206,6 +207,17 @@ class Adapter:
     def op_submit(self, req: dict) -> dict:
         return self._control({"op": "submit", "session_id": req["session_id"], "text": req["text"],
                               "client_msg_id": req["client_msg_id"], "working_dir": req.get("working_dir")})
+
+    def op_plant_paused_record(self, req: dict) -> dict:
+        """Written straight into the store: the runtime is down (the kit sends this after a kill)."""
+        from .control import plant_paused_record  # only this op needs the runtime's store code in the adapter
+        from .schema import open_runtime_db
+        db = open_runtime_db(self.cfg.path)
+        try:
+            return plant_paused_record(db, self.cfg, req["session_id"], req["text"], req["client_msg_id"],
+                                       req["reason"])
+        finally:
+            db.conn.close()
 
     def op_pause(self, req: dict) -> dict:
         return self._control({"op": "pause", "work_id": req["work_id"]})

@@ -215,7 +215,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RI-06", _S, _CHAT, "MLH", SEED_000, ARC,
        "Work whose automatic recovery was explicitly disabled is not recovered automatically.",
        "Explicit automatic-recovery disabling remains effective"),
-    _c("RI-07", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RI-07", _S, _CHAT, "MLH", SEED_000, ARC,
        "An old paused record with an unknown reason stays paused with an explanation; it is never guessed to have "
        "been running.",
        "old paused records with unknown reasons stay paused with an explanation rather than being guessed"),

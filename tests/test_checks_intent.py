@@ -8,6 +8,7 @@ from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.checks_intent import (
     INPUT_CRASH,
     check_input_priority,
+    check_legacy_paused,
     check_recovery_disabled,
     check_run_intent_kept,
     check_stops_during_recovery,
@@ -268,3 +269,36 @@ def test_no_disabling_start_judges_nothing():
     rec = _recorder()
     _submit(rec, 1.0, FIRST, "c1")
     assert _v(check_recovery_disabled(Evidence(rec.history, []))) == {"RI-06": Verdict.UNKNOWN}
+
+
+# --- RI-07: an old paused record -----------------------------------------------------------------------------
+
+LEGACY = "[[rk-script:t1]] an old request"
+
+
+def _legacy_run(status: str = "paused", desired: str = "paused", reason: str | None = "paused_unknown_reason"):
+    rec = _recorder()
+    rec.now = 2.0
+    op = rec.invoke("plant_paused_record", {"session_id": "s1", "text": LEGACY, "client_msg_id": "c0",
+                                            "reason": "paused_recoverable_v0"})
+    rec.complete(op, "ok", {"work_id": "w0", "input_id": "in-c0"})
+    rec.now = 5.0
+    rec.observe({"work_items": [{"work_id": "w0", "status": status, "desired_state": desired,
+                                 "reason_code": reason}]}, quiescent=True)
+    return rec
+
+
+def test_an_old_paused_record_kept_paused_holds_ri07():
+    assert _v(check_legacy_paused(Evidence(_legacy_run().history, []))) == {"RI-07": Verdict.VALID}
+
+
+def test_an_old_paused_record_resumed_breaks_ri07():
+    led = Ledger()
+    led.attempt(0, 3.0, 3.5, [_msg("user", LEGACY)], steps=1)
+    assert _v(check_legacy_paused(Evidence(_legacy_run().history, led.records))) == {"RI-07": Verdict.INVALID}
+    for broken in (_legacy_run(status="queued", desired="run", reason="queued"), _legacy_run(reason=None)):
+        assert _v(check_legacy_paused(Evidence(broken.history, []))) == {"RI-07": Verdict.INVALID}
+
+
+def test_no_planted_record_judges_nothing():
+    assert _v(check_legacy_paused(Evidence(_recorder().history, []))) == {"RI-07": Verdict.UNKNOWN}
