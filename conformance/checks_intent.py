@@ -22,6 +22,8 @@ digest and first characters). So, without asking the runtime:
   itself: the provider hears nothing of it until the user resumes it.
 - RI-07: a paused record an older version left, for a reason this version does not know (the adapter writes
   it during downtime, protocol 1.2), stays paused with a reason_code, and its input never reaches the model.
+- REC-02 (user stop first): an item the user stopped before the kit took one of its resources away shows the
+  user's stop, not the resource's reason, until the user resumes it (the reason is the runtime's word).
 - RI-01: the run intent survives restarts: every acknowledged input is on record with the id the kit got and
   the text it sent, and across each restart an item keeps its session, kind, recovery policy, parent, host
   (when the kit kept the host) and inputs, and its control version never goes back.
@@ -247,6 +249,43 @@ def check_legacy_paused(ev: Evidence) -> list[ClauseResult]:
     return [_verdict("RI-07", problems, judged, "no old paused record was planted and then observed settled")]
 
 
+USER_STOP_REASONS = {"user_paused", "user_stopped_all", "user_cancelled"}
+
+
+def check_stop_first(ev: Evidence) -> list[ClauseResult]:
+    """REC-02 (its first rule): an item the user stopped before the kit took a resource away from it shows the
+    user's stop, not the resource's reason, for as long as the user has not resumed it."""
+    from recoverykit.conformance.checks_resources import _item, _window, variants
+    problems, judged = [], 0
+    for v in variants(ev):
+        stopped = resumed_at = None
+        for invoke, done in ev.history.completions():
+            if done is None or done.type != "ok" or invoke.f not in ("pause", "end", "stop_all", "resume"):
+                continue
+            names = done.value.get("stopped", []) if invoke.f == "stop_all" else [invoke.value.get("work_id")]
+            if v.work_id not in names:
+                continue
+            if invoke.f == "resume":
+                if invoke.time < v.start:
+                    stopped = None
+                elif stopped is not None and resumed_at is None:
+                    resumed_at = invoke.index
+            elif invoke.time < v.start:
+                stopped = done.index
+        if stopped is None:
+            continue
+        for o in _window(ev, v):
+            item = _item(o, v.work_id)
+            if item is None or (resumed_at is not None and o.index > resumed_at):
+                continue
+            judged += 1
+            if item.get("reason_code") not in USER_STOP_REASONS or item["desired_state"] == "run":
+                problems.append(f"{v.work_id} was stopped by the user (op {stopped}) before {v.what.split(' of ')[0]}"
+                                f" went missing, yet it shows {item['status']} / {item.get('reason_code')!r} (desired "
+                                f"{item['desired_state']}) at observation {o.index}: the user's stop comes first")
+    return [_verdict("REC-02", problems, judged, "no item the user had stopped lost a resource during downtime")]
+
+
 _FIXED = ("session_id", "kind", "recovery_policy", "parent_id")
 
 
@@ -300,5 +339,5 @@ def check_run_intent_kept(ev: Evidence) -> list[ClauseResult]:
 INTENT_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     kit_evidence(check_input_priority), kit_evidence(check_stops_during_recovery),
     kit_evidence(check_unacknowledged_inputs), kit_evidence(check_recovery_disabled),
-    kit_evidence(check_legacy_paused), check_run_intent_kept,
+    kit_evidence(check_legacy_paused), check_stop_first, check_run_intent_kept,
 )

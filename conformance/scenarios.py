@@ -909,6 +909,43 @@ def drive_resources(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_stop_before_resource(run: Run) -> list[ClauseResult]:
+    """The user pauses work in flight; during the downtime that follows the kit removes its working directory;
+    two starts while it is missing: the user's stop must show, not the resource's reason (REC-02). Then the
+    directory comes back and the user resumes: the work goes on."""
+    workdir = run.run_dir / "workdir-sbr"
+    workdir.mkdir(mode=0o700)
+    run.start()
+    out = run.op("submit", session_id="s-sbr", text=f"{script_tag('sbr')} request 1", client_msg_id="c-sbr-1",
+                 working_dir=str(workdir))
+    if not out.ok:
+        return [_result("REC-02", Verdict.UNKNOWN, "the submit was not acknowledged")]
+    work_id = out.reply.work_id
+    run.wait_held(SETTLE_S, script_id="sbr")
+    run.op("pause", work_id=work_id)
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    shutil.rmtree(workdir)
+    run.recorder.fault("resource_missing", resource="working_dir", script_id="sbr", work_id=work_id,
+                       path=str(workdir))
+    run.start()
+    run.settle(SETTLE_S)
+    restart_kit_side(run, "tree_kill")
+    run.settle(SETTLE_S)
+    workdir.mkdir(mode=0o700)
+    run.recorder.fault("resource_restored", resource="working_dir", script_id="sbr", work_id=work_id, by="kit")
+    run.op("resume", work_id=work_id)
+    run.settle(SETTLE_S)
+    return []
+
+
+def _needs_working_dir(run: Run) -> str | None:
+    if "working_dir" in run.resources:
+        return None
+    return "init_ok.resources does not declare working_dir (protocol 1.1), so no directory is removed"
+
+
 def _needs_resources(run: Run) -> str | None:
     """None when the adapter declares at least one resource (``init_ok.resources``), else why not applicable."""
     if run.resources & set(RESOURCE_SCRIPTS):
@@ -931,5 +968,10 @@ SCENARIOS += (
              Chaos(none="the resource changes are this scenario's own faults, made between a kill and the next "
                         "start; chaos's interruption points would only move the kill"),
              _needs_resources),
+    Scenario("stop_before_resource", "the user pauses work, then its working directory goes missing during "
+             "downtime: the user's stop shows first", _CHAT, (resource_script("sbr", "probe_read"),), ("probe_read",),
+             ("REC-02", "RI-03", "RI-01"), drive_stop_before_resource,
+             Chaos(none="the pause and the removed directory are the scenario's own, around one kill; chaos's points "
+                        "would only move the kill"), _needs_working_dir),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

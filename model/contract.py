@@ -294,7 +294,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("REC-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "A read or migration failure while loading facts shows recovery failure and never clears old state.",
        "Read/migration failures show recovery failure without clearing old state."),
-    _c("REC-02", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("REC-02", _S, _CHAT, "MLH", SEED_000, ARC,
        "Recovery decides in order: user stop first, then approval, permissions, budget, resources and unknown "
        "effects.",
        "User stops take priority, followed by approval, permissions, budget, resources, and unknown effects."),

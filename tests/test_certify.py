@@ -64,7 +64,7 @@ def test_undeclared_profiles_are_not_applicable_never_passed(honest):
     # init_ok.legacy_paused_record:
     # never passed, not required
     by_capability = {"storage_unreadable", "migration_newer_schema", "resources_after_downtime", "input_acceptance",
-                     "recovery_disabled", "legacy_paused_record"}
+                     "recovery_disabled", "legacy_paused_record", "stop_before_resource"}
     assert na == by_profile | by_capability
     assert honest.clauses["GOAL-01"].value == "not_applicable"
     assert honest.clauses["REC-01"].value == "not_applicable" and "REC-01" not in honest.required

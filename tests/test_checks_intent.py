@@ -11,6 +11,7 @@ from recoverykit.conformance.checks_intent import (
     check_legacy_paused,
     check_recovery_disabled,
     check_run_intent_kept,
+    check_stop_first,
     check_stops_during_recovery,
     check_unacknowledged_inputs,
 )
@@ -302,3 +303,35 @@ def test_an_old_paused_record_resumed_breaks_ri07():
 
 def test_no_planted_record_judges_nothing():
     assert _v(check_legacy_paused(Evidence(_recorder().history, []))) == {"RI-07": Verdict.UNKNOWN}
+
+
+# --- REC-02: the user's stop before a resource's reason -------------------------------------------------------
+
+def _stopped_then_missing(reason: str, desired: str = "paused", resume_before: bool = False) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    rec.now = 2.0
+    rec.complete(rec.invoke("pause", {"work_id": "w1"}), "ok", {})
+    if resume_before:
+        rec.now = 2.5
+        rec.complete(rec.invoke("resume", {"work_id": "w1"}), "ok", {})
+    _fault(rec, 3.0)
+    _fault(rec, 3.5, "resource_missing", resource="working_dir", script_id="t1", work_id="w1")
+    rec.now = 4.0
+    rec.observe({"work_items": [{"work_id": "w1", "status": "paused" if desired == "paused" else "waiting",
+                                 "desired_state": desired, "reason_code": reason}]}, quiescent=True)
+    return rec
+
+
+def test_the_users_stop_shown_before_the_resource_holds_rec02():
+    assert _v(check_stop_first(Evidence(_stopped_then_missing("user_paused").history))) == {"REC-02": Verdict.VALID}
+
+
+def test_a_resource_reason_over_the_users_stop_breaks_rec02():
+    ev = Evidence(_stopped_then_missing("resource_missing_directory").history)
+    assert _v(check_stop_first(ev)) == {"REC-02": Verdict.INVALID}
+
+
+def test_a_stop_resumed_before_the_resource_went_missing_is_not_judged():
+    ev = Evidence(_stopped_then_missing("resource_missing_directory", "run", resume_before=True).history)
+    assert _v(check_stop_first(ev)) == {"REC-02": Verdict.UNKNOWN}
