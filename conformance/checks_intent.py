@@ -24,6 +24,8 @@ digest and first characters). So, without asking the runtime:
   it during downtime, protocol 1.2), stays paused with a reason_code, and its input never reaches the model.
 - REC-02 (user stop first): an item the user stopped before the kit took one of its resources away shows the
   user's stop, not the resource's reason, until the user resumes it (the reason is the runtime's word).
+- REC-03 (runnable work queued): after a restart, work the kit still meant to run is queued or running, or held
+  for a cause the kit itself saw (a fault reason only with a failed provider attempt in the ledger).
 - RI-01: the run intent survives restarts: every acknowledged input is on record with the id the kit got and
   the text it sent, and across each restart an item keeps its session, kind, recovery policy, parent, host
   (when the kit kept the host) and inputs, and its control version never goes back.
@@ -250,6 +252,65 @@ def check_legacy_paused(ev: Evidence) -> list[ClauseResult]:
 
 
 USER_STOP_REASONS = {"user_paused", "user_stopped_all", "user_cancelled"}
+FAULT_REASONS = {"retry_scheduled", "retry_exhausted"}
+
+
+def check_runnable_queued(ev: Evidence) -> list[ClauseResult]:
+    """REC-03 (its first rule): after a restart, work the kit still meant to run is queued or running (or finished),
+    never held (waiting, paused, failed) for a cause the kit did not see: a fault reason needs a failed provider
+    attempt of its script in the ledger, any other reason the cause ``checks_reasons`` accepts. Every observation
+    between a restart and the next is judged, not only the settled one: a runtime that parks recovered work behind
+    a retry that never comes looks settled and explained (RI-02 and RI-08 skip a fault reason)."""
+    from recoverykit.conformance.checks_reasons import _caused
+    from recoverykit.conformance.checks_resources import REASONS, variants
+    submitted = {d.value["work_id"]: d.index for i, d in ev.history.completions()
+                 if i.f == "submit" and d is not None and d.type == "ok" and "work_id" in d.value}
+    controls = [(d.index, i.f, d.value.get("stopped", []) if i.f == "stop_all" else [i.value.get("work_id")])
+                for i, d in ev.history.completions()
+                if i.f in ("pause", "end", "stop_all", "resume") and d is not None and d.type == "ok"]
+    quit_all = [f.index for f in ev.history.faults if f.kind == "stop_all_exit"]
+    missing = [(REASONS.get(v.resource), v.work_id, v.start_index) for v in variants(ev)]
+
+    def meant_at(work_id: str, at: int) -> bool:
+        """Did the user mean ``work_id`` to run at event ``at`` (submitted, and not stopped since its last
+        Resume)? A stop_all_exit stops what was submitted before it."""
+        if submitted.get(work_id, at) >= at:
+            return False
+        last = None
+        for index, f, names in controls:
+            if index < at and work_id in names:
+                last = f
+        stopped_by_exit = any(submitted[work_id] < q < at for q in quit_all) and last != "resume"
+        return last in (None, "resume") and not stopped_by_exit
+
+    scripts: dict[str, set[str]] = {}
+    for script_id, work_id in ev.work_of_script().items():
+        scripts.setdefault(work_id, set()).add(script_id)
+    failed = {c.request.get("script_id") for c in calls(ev.ledger) if (c.response or {}).get("status", 200) >= 400}
+    faults = sorted(_restarts(ev), key=lambda f: f.index)
+    problems, judged = [], 0
+    for n, fault in enumerate(faults):
+        end = faults[n + 1].index if n + 1 < len(faults) else 1 << 62
+        for o in ev.snapshots():
+            if not fault.index < o.index < end:
+                continue
+            for item in o.snapshot.get("work_items") or []:
+                if not meant_at(item["work_id"], o.index) or item["status"] == "finished":
+                    continue
+                judged += 1
+                if item["status"] in ("queued", "running"):
+                    continue
+                reason = item.get("reason_code") or ""
+                mine = scripts.get(item["work_id"], set())
+                took = any(r == reason and w == item["work_id"] and at < o.index for r, w, at in missing)
+                why = (("the provider failed an attempt" if mine & failed else None) if reason in FAULT_REASONS
+                       else "the kit took that resource away" if took else _caused(ev, item["work_id"], reason, mine))
+                if why is None:
+                    problems.append(f"{item['work_id']} is {item['status']} / {reason or '(no reason)'} at "
+                                    f"observation {o.index} after the {fault.kind} (event {fault.index}), though the "
+                                    "kit meant it to run and saw no such cause: runnable work is queued")
+    return [_verdict("REC-03", problems, judged, "no unfinished work the kit meant to run was observed after a "
+                                                "restart")]
 
 
 def check_stop_first(ev: Evidence) -> list[ClauseResult]:
@@ -339,5 +400,6 @@ def check_run_intent_kept(ev: Evidence) -> list[ClauseResult]:
 INTENT_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     kit_evidence(check_input_priority), kit_evidence(check_stops_during_recovery),
     kit_evidence(check_unacknowledged_inputs), kit_evidence(check_recovery_disabled),
-    kit_evidence(check_legacy_paused), check_stop_first, check_run_intent_kept,
+    kit_evidence(check_legacy_paused), check_stop_first, kit_evidence(check_runnable_queued),
+    check_run_intent_kept,
 )

@@ -298,7 +298,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Recovery decides in order: user stop first, then approval, permissions, budget, resources and unknown "
        "effects.",
        "User stops take priority, followed by approval, permissions, budget, resources, and unknown effects."),
-    _c("REC-03", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("REC-03", _S, _CHAT, "MLH", SEED_000, ARC,
        "After recovery runnable work is queued, work waiting on a dependency is waiting, and a fault carries a "
        "retryable reason.",
        "Runnable work becomes queued; dependency waits become waiting; faults expose retryable reasons."),

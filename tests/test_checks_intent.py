@@ -11,6 +11,7 @@ from recoverykit.conformance.checks_intent import (
     check_legacy_paused,
     check_recovery_disabled,
     check_run_intent_kept,
+    check_runnable_queued,
     check_stop_first,
     check_stops_during_recovery,
     check_unacknowledged_inputs,
@@ -335,3 +336,41 @@ def test_a_resource_reason_over_the_users_stop_breaks_rec02():
 def test_a_stop_resumed_before_the_resource_went_missing_is_not_judged():
     ev = Evidence(_stopped_then_missing("resource_missing_directory", "run", resume_before=True).history)
     assert _v(check_stop_first(ev)) == {"REC-02": Verdict.UNKNOWN}
+
+
+# --- REC-03: runnable work queued after a restart -------------------------------------------------------------
+
+def _after_restart(status: str, reason: str | None, *, paused_by_user: bool = False) -> Recorder:
+    rec = _recorder()
+    _submit(rec, 1.0, FIRST, "c1")
+    if paused_by_user:
+        rec.now = 1.5
+        rec.complete(rec.invoke("pause", {"work_id": "w1"}), "ok", {})
+    _fault(rec, 2.0)
+    rec.now = 3.0
+    rec.observe({"work_items": [{"work_id": "w1", "status": status, "desired_state": "run", "reason_code": reason}]})
+    return rec
+
+
+def test_recovered_work_queued_or_running_holds_rec03():
+    for status in ("queued", "running"):
+        ev = Evidence(_after_restart(status, None).history, [])
+        assert _v(check_runnable_queued(ev)) == {"REC-03": Verdict.VALID}
+
+
+def test_recovered_work_parked_on_a_fault_that_never_happened_breaks_rec03():
+    ev = Evidence(_after_restart("waiting", "retry_scheduled").history, [])
+    assert _v(check_runnable_queued(ev)) == {"REC-03": Verdict.INVALID}
+
+
+def test_a_fault_reason_with_a_failed_attempt_in_the_ledger_holds_rec03():
+    led = Ledger()
+    led.attempt(0, 2.5, 2.6, [_msg("user", FIRST)], delivered=False)
+    led.records[-1]["status"] = 503
+    ev = Evidence(_after_restart("waiting", "retry_scheduled").history, led.records)
+    assert _v(check_runnable_queued(ev)) == {"REC-03": Verdict.VALID}
+
+
+def test_work_the_user_paused_is_not_runnable():
+    ev = Evidence(_after_restart("paused", "user_paused", paused_by_user=True).history, [])
+    assert _v(check_runnable_queued(ev)) == {"REC-03": Verdict.UNKNOWN}
