@@ -472,7 +472,7 @@ INPUT_POINTS = ("input.accept.before", "input.accept.after")
 def _interrupted_submit(run: Run, point: str, text: str, client_msg_id: str) -> None:
     """A submit the runtime crashes on at ``point`` (armed ``crash``); the crash the kit's broker saw is recorded
     with the submit it interrupted (fault ``input_crash``: ``checks_intent`` judges what it left)."""
-    from recoverykit.conformance.checks_intent import INPUT_CRASH
+    from recoverykit.conformance.checks_inputs import INPUT_CRASH
     seen = max((h.seq for h in run.broker.hits()), default=0) if run.broker else 0
     out = run.op("submit", session_id="s-ia", text=text, client_msg_id=client_msg_id)
     try:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import hashlib
 
 from recoverykit.conformance.checker import Evidence
+from recoverykit.conformance.checks_inputs import INPUT_CRASH, check_run_intent_kept, check_unacknowledged_inputs
 from recoverykit.conformance.checks_intent import (
-    INPUT_CRASH,
     check_input_priority,
     check_legacy_paused,
     check_recovery_disabled,
-    check_run_intent_kept,
     check_runnable_queued,
     check_stop_first,
     check_stops_during_recovery,
-    check_unacknowledged_inputs,
 )
 from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.witness import Execution, WitnessLog
