@@ -276,6 +276,7 @@ def check_stop_first(ev: Evidence) -> list[ClauseResult]:
 
 INTENT_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     kit_evidence(check_input_priority), kit_evidence(check_stops_during_recovery),
-    kit_evidence(check_recovery_disabled), kit_evidence(check_legacy_paused), check_stop_first,
-    kit_evidence(check_runnable_queued),
+    kit_evidence(check_recovery_disabled), kit_evidence(check_legacy_paused),
+    # the status and reason judged are the runtime's word (observe); the kit's evidence only refutes excuses
+    check_stop_first, check_runnable_queued,
 )
