@@ -20,6 +20,7 @@ Evidence the run did not produce (nothing finished, no stop, no fault) gives ``u
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _restarts, _verdict, _work_of_scripts
@@ -96,12 +97,20 @@ def check_stop_beats_admission(ev: Evidence) -> list[ClauseResult]:
     answered only after the stop was acknowledged, or a probe started for a tool call that arrived after it,
     was decided by a runtime that already held the stop durably (the in-flight step itself may finish).
     """
+    breaches = stop_breaches(ev)
+    problems = [p for _, _, found in breaches for p in found]
+    return [_verdict("CTL-07", problems, len(breaches), "no stop was acknowledged for a work item the kit can follow")]
+
+
+def stop_breaches(ev: Evidence) -> list[tuple[Any, str, list[str]]]:
+    """(the stop's completion, work_id, what the runtime still started after it) for every acknowledged stop of
+    a work item the kit can follow (the causal rule of CTL-07; FA-14 applies it to stops during recovery)."""
     owners = _work_of_scripts(ev)
     script_of = {w: s for s, ws in owners.items() for w in ws}
     ledger = _by_script(ev)
     resumes = [(i.value.get("work_id"), i.time) for i, d in ev.history.completions() if i.f == "resume"]
     executions = ev.witness.executions if ev.witness is not None else []
-    problems, judged = [], 0
+    out = []
     for invoke, done in ev.history.completions():
         if invoke.f not in _STOPS or done is None or done.type != "ok":
             continue
@@ -114,7 +123,7 @@ def check_stop_beats_admission(ev: Evidence) -> list[ClauseResult]:
             attempts = ledger.get(script_id, [])
             answered_after = {c.request.get("step"): c for c in attempts if c.delivered
                               and done.time < c.response.get("time", 0) < until}
-            judged += 1
+            problems = []
             for c in attempts:
                 prev = answered_after.get((c.request.get("step") or 0) - 1)
                 if prev is not None and c.request["time"] > prev.response["time"] and c.request["time"] < until:
@@ -129,7 +138,8 @@ def check_stop_beats_admission(ev: Evidence) -> list[ClauseResult]:
                 if cause is not None and cause.response["time"] < e.started < until:
                     problems.append(f"{work_id} was stopped ({invoke.f} acknowledged at op {done.index}); its tool "
                                     f"call {e.probe_token} arrived after that and was still started (pid {e.pid})")
-    return [_verdict("CTL-07", problems, judged, "no stop was acknowledged for a work item the kit can follow")]
+            out.append((done, work_id, problems))
+    return out
 
 
 def _stopped(ev: Evidence, work_id: str, at: float) -> bool:

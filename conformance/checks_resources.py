@@ -190,7 +190,19 @@ def check_precise_no_switch(ev: Evidence) -> list[ClauseResult]:
 
 
 def _first_user_stop(ev: Evidence, v: Variant) -> int | None:
-    """The index of the first pause, end or stop all the user sent for the item while its resource was missing."""
+    """The index of the user's pause, end or stop all of the item in force while its resource was missing: one sent
+    before and not resumed by then (REC-02: the user's stop comes before a resource's reason), or the first sent
+    meanwhile."""
+    before = None
+    for op in ev.history.ops:
+        if op.type != "invoke" or op.time >= v.start:
+            continue
+        if op.f in ("pause", "end", "stop_all") and op.value.get("work_id") in (None, v.work_id):
+            before = op.index
+        elif op.f == "resume" and op.value.get("work_id") == v.work_id:
+            before = None
+    if before is not None:
+        return before
     return next((op.index for op in ev.history.ops if op.type == "invoke" and op.f in ("pause", "end", "stop_all")
                  and v.within(op.time) and op.value.get("work_id") in (None, v.work_id)), None)
 

@@ -246,16 +246,20 @@ class Run:
         self.recorder.complete(invoke, "info", {"code": code, "text": str(exc), "protocol": exc.verdict.value})
 
     def start(self, *, failpoints: str | None = None, clock_offset_s: float | None = None,
-              host_id: str | None = None, probe_tools: list | None = None) -> Outcome:
-        """``probe_tools``: the tools as they are now (a changed version is a resource change); None keeps them."""
+              host_id: str | None = None, probe_tools: list | None = None,
+              automatic_recovery: bool | None = None) -> Outcome:
+        """``probe_tools``: the tools as they are now (a changed version is a resource change); None keeps them.
+        ``automatic_recovery``: the operator's setting from this start on (protocol 1.2; only to an adapter that
+        declares ``automatic_recovery_setting``); None sends nothing and keeps it."""
         self.failpoints = self.failpoints if failpoints is None else failpoints
         self.clock_offset_s = self.clock_offset_s if clock_offset_s is None else clock_offset_s
         self.host_id = host_id or self.host_id
         if probe_tools is not None:
             self.probe_tools = list(probe_tools)
         tools = None if probe_tools is None else [t.model_dump(mode="json") for t in probe_tools]
+        extra = {} if automatic_recovery is None else {"automatic_recovery": automatic_recovery}
         return self.op("start", failpoints=self.failpoints, clock_offset_s=self.clock_offset_s, host_id=self.host_id,
-                       probe_tools=tools)
+                       probe_tools=tools, **extra)
 
     def restart(self, kind: str, **env: Any) -> Outcome:
         self.recorder.fault(kind, via="adapter")

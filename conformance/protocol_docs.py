@@ -47,6 +47,13 @@ CHANGELOG = """\
   e.g. with a changed `version`) and `init_ok.resources` (which of `model`, `credentials`, `working_dir`,
   `tool_version` the runtime rechecks after a restart; the kit changes only those). A 1.0 adapter ignores
   the new keys and declares nothing: its resource clauses stay unknown, never valid.
+- **1.2**: the operator's automatic-recovery setting (docs/adapter-guide.md, section 10), optional:
+  `init_ok.automatic_recovery_setting` declares that the runtime has an explicit setting that disables
+  automatic recovery, and `start.automatic_recovery` (sent only then) sets it for that start on. Adapters of
+  1.1 need no change: without the declaration the scenario `recovery_disabled` is not applicable.
+- **1.2** (also): an old paused record (docs/adapter-guide.md, section 11), optional: `init_ok.legacy_paused_record`
+  declares that the adapter can write one, and the request `plant_paused_record` (sent only then, while the
+  runtime is down) writes it. Without the declaration the scenario `legacy_paused_record` is not applicable.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

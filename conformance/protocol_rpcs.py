@@ -100,6 +100,14 @@ class InitOk(Reply):
     storage: StorageDecl | None = Field(
         None, description="Since 1.1, optional: the durable store the kit may fault (an unreadable store, a newer "
         "schema). Absent or null: the storage scenarios are not applicable, never passed.")
+    legacy_paused_record: bool = Field(
+        False, description="Since 1.2, optional: the adapter can write a paused record as an older version of the "
+        "runtime left it (`plant_paused_record`). False or absent: the scenario that needs one is not applicable, "
+        "never passed.")
+    automatic_recovery_setting: bool = Field(
+        False, description="Since 1.2, optional: the runtime has an explicit setting that disables automatic "
+        "recovery and honours `start.automatic_recovery`. False or absent: the scenario that disables it is not "
+        "applicable, never passed.")
 
 
 # --- user operations ----------------------------------------------------------------------------
@@ -246,6 +254,21 @@ class ReloadOk(Reply):
     type: Literal["reload_ok"] = "reload_ok"
 
 
+class PlantPausedRecord(Request):
+    type: Literal["plant_paused_record"] = "plant_paused_record"
+    session_id: Id = Field(description="The chat session of the record; created if needed.")
+    text: str = Field(description="The record's one accepted input, verbatim.")
+    client_msg_id: str = Field(description="The client's id stored with that input.")
+    reason: str = Field(min_length=1, description="The pause reason the older version stored: one the current "
+                        "runtime does not know (not one of the vocabulary's ReasonCodes).")
+
+
+class PlantPausedRecordOk(Reply):
+    type: Literal["plant_paused_record_ok"] = "plant_paused_record_ok"
+    work_id: Id = Field(description="The work item of the planted record.")
+    input_id: Id = Field(description="The id of its accepted input.")
+
+
 # --- lifecycle ----------------------------------------------------------------------------------
 
 
@@ -257,6 +280,11 @@ class Start(Request):
     probe_tools: list[ProbeTool] | None = Field(
         None, description="Since 1.1, optional: the probe tools as they are now, replacing those of `init` (a "
         "changed `version` is a resource change during downtime); absent or null: unchanged.")
+    automatic_recovery: bool | None = Field(
+        None, description="Since 1.2, optional, sent only to adapters declaring `automatic_recovery_setting`: the "
+        "operator's explicit automatic-recovery setting from this start on. False disables it: work interrupted "
+        "before this start is not continued until the user resumes it (or ends it); true enables it again. Absent "
+        "or null: unchanged.")
 
 
 class StartOk(Reply):
@@ -355,6 +383,12 @@ RPCS: tuple[RPC, ...] = (
         Retry, RetryOk, Profile.PAPERCLIP_RETRY),
     RPC("reload", "Frontend reload: disconnect the client and reconnect; changes no intent.",
         Reload, ReloadOk, Profile.CHAT_CORE),
+    RPC("plant_paused_record", "Sent only to adapters declaring `init_ok.legacy_paused_record`, and only while the "
+        "runtime is down (after a kill, before `start`): write into the runtime's durable store a work item as an "
+        "older version of the runtime would have left it: paused by the user or the runtime for `reason`, a reason "
+        "this version does not know, with one accepted input. Test instrumentation, like a failpoint: the kit then "
+        "starts the runtime, which must keep the record paused with an explanation and never guess it was running.",
+        PlantPausedRecord, PlantPausedRecordOk, Profile.CHAT_CORE, since="1.2"),
     RPC("start", "Start the runtime's processes with this environment. Answer once it admits requests.",
         Start, StartOk, slow=True),
     RPC("stop", "Graceful shutdown: stop admission, save accepted controls and checkpoints, exit. "

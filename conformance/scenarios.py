@@ -564,6 +564,102 @@ def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a graceful restart")]
 
 
+INPUT_POINTS = ("input.accept.before", "input.accept.after")
+
+
+def _interrupted_submit(run: Run, point: str, text: str, client_msg_id: str) -> None:
+    """A submit the runtime crashes on at ``point`` (armed ``crash``); the crash the kit's broker saw is recorded
+    with the submit it interrupted (fault ``input_crash``: ``checks_intent`` judges what it left)."""
+    from recoverykit.conformance.checks_inputs import INPUT_CRASH
+    seen = max((h.seq for h in run.broker.hits()), default=0) if run.broker else 0
+    out = run.op("submit", session_id="s-ia", text=text, client_msg_id=client_msg_id)
+    try:
+        hit = run.broker.wait_for_hit(point, timeout=5.0, after=seen) if run.broker else None
+    except Exception:  # FailpointNotHit: the runtime did not crash there, so the kit claims nothing about it
+        hit = None
+    if hit is not None and hit.action == "crash" and not out.ok:
+        run.recorder.fault(INPUT_CRASH, point=point, client_msg_id=client_msg_id, text=text, pid=hit.pid)
+
+
+def drive_input_acceptance(run: Run) -> list[ClauseResult]:
+    """The runtime crashes before accepting one submit (a draft only the client has) and after accepting
+    another; the client sends the second again after the restart, as a client does with a submit it never saw
+    acknowledged. The draft must never appear; the accepted input is saved once and sent once per request."""
+    tag = script_tag("ia")
+    run.start(failpoints="input.accept.before=1*crash")
+    _interrupted_submit(run, "input.accept.before", f"{tag} a draft the runtime never accepted", "c-ia-draft")
+    restart_kit_side(run, "tree_kill", failpoints="input.accept.after=1*crash")
+    run.observe()
+    _interrupted_submit(run, "input.accept.after", f"{tag} request 1", "c-ia-1")
+    run.observe()  # the run intent as saved before the restart (read from the store while the runtime is down)
+    restart_kit_side(run, "tree_kill", failpoints="")
+    run.provider.release(cut=True)  # a request the work sent before the kill was held: it never finished then
+    run.provider.auto_release()
+    run.observe()
+    run.op("submit", session_id="s-ia", text=f"{tag} request 1", client_msg_id="c-ia-1")
+    run.settle(SETTLE_S)
+    return []
+
+
+def drive_recovery_disabled(run: Run) -> list[ClauseResult]:
+    """Work in flight, a kill, then a start with automatic recovery explicitly disabled (protocol 1.2): the
+    interrupted work must not go on by itself (RI-06, judged from the ledger by ``checks_intent``); the user's
+    Resume then lets it finish."""
+    run.start()
+    work_id = submit(run, "ard")
+    run.wait_held(SETTLE_S, script_id="ard")
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.start(automatic_recovery=False)
+    run.settle(SETTLE_S)
+    run.op("resume", work_id=work_id)
+    run.settle(SETTLE_S)
+    return []
+
+
+LEGACY_REASON = "paused_recoverable_v0"  # a pause reason an older version stored, in no vocabulary of today
+
+
+def drive_legacy_paused_record(run: Run) -> list[ClauseResult]:
+    """During downtime the adapter writes a paused record as an older version left it, for a reason this version
+    does not know (protocol 1.2, ``plant_paused_record``); the runtime starts, and restarts once more: the record
+    must stay paused with an explanation, and its input must never reach the model (RI-07, ``checks_intent``)."""
+    run.start()
+    run.kill("tree_kill")
+    out = run.op("plant_paused_record", session_id="s-lgp", text=f"{script_tag('lgp')} request 1",
+                 client_msg_id="c-lgp-1", reason=LEGACY_REASON)
+    run.start()
+    run.settle(SETTLE_S)
+    graceful_or_kill(run, "normal_exit")
+    run.settle(SETTLE_S)
+    if not out.ok:
+        return [_result("RI-07", Verdict.UNKNOWN, f"the adapter did not plant the record ({out.error})")]
+    return []
+
+
+def _needs_legacy_record(run: Run) -> str | None:
+    if run.init_ok.legacy_paused_record:
+        return None
+    return ("init_ok.legacy_paused_record is not declared (protocol 1.2): the kit cannot have an old paused record "
+            "written")
+
+
+def _needs_recovery_setting(run: Run) -> str | None:
+    if run.init_ok.automatic_recovery_setting:
+        return None
+    return ("init_ok.automatic_recovery_setting is not declared (protocol 1.2): the kit cannot disable automatic "
+            "recovery")
+
+
+def _needs_input_points(run: Run) -> str | None:
+    declared = {str(p) for p in run.init_ok.failpoints}
+    missing = [p for p in INPUT_POINTS if p not in declared]
+    if not missing:
+        return None
+    return f"init_ok.failpoints lacks {', '.join(missing)}, where the kit crashes the runtime during a submit"
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -686,7 +782,8 @@ SCENARIOS: tuple[Scenario, ...] = (
                    points=("provider.request.inflight", "tool.result.commit.before"), during="pause",
                    clauses=("RI-03", "FA-01"))),
     Scenario("pause_during_recovery", "the user pauses while recovery is held at a recovery phase", _CHAT,
-             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",), ("RI-03", "INP-01"),
+             (chaos_only_script("drp", usage="final", hold=HOLD_TWICE),), ("probe_unknown",),
+             ("RI-03", "INP-01", "FA-14"),
              _during_recovery("pause"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=RECOVERY_POINTS, during="pause",
                    clauses=("FA-14", "RI-03"))),
@@ -698,7 +795,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("input_during_recovery", "the user sends new input while recovery is held at a recovery phase", _CHAT,
              # a read-only tool: the new input's own turn may ask for it again, which is no re-run
              (chaos_only_script("dri", "probe_read", usage="final", hold=HOLD_TWICE),), ("probe_read",),
-             ("INP-01", "RI-02"), _during_recovery("input"),
+             ("INP-01", "RI-02", "CTL-05", "FA-14"), _during_recovery("input"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
                    clauses=("FA-14", "INP-01"))),
     Scenario("graceful_midwork", "a graceful restart while a tool runs: checkpoints saved, nothing asked twice",
@@ -706,6 +803,21 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("probe_read",), ("CTL-04", "CTL-03", "RI-02", "INP-01"), drive_graceful_midwork,
              Chaos(none="a graceful restart is itself a restart kind (normal_exit, graceful_worker_restart), which "
                         "chaos applies at every point of the chat scenarios")),
+    Scenario("input_acceptance", "crashes before and after input acceptance: a draft never appears, an accepted "
+             "input is saved and sent once", _CHAT, (script("ia", text_step(faults=HOLD_FIRST), usage="final"),), (),
+             ("INP-02", "FA-03", "INP-01", "RI-01", "RI-02"), drive_input_acceptance,
+             Chaos(none="the scenario is the kit's own crashes at both input-acceptance points; chaos applies those "
+                        "points to every chat scenario"), _needs_input_points),
+    Scenario("recovery_disabled", "automatic recovery explicitly disabled at a restart: the interrupted work waits "
+             "for the user's Resume", _CHAT, (script("ard", text_step(faults=HOLD_FIRST), usage="final"),), (),
+             ("RI-06", "RI-01", "RI-02"), drive_recovery_disabled,
+             Chaos(none="the operator's setting across one kill is the scenario; chaos's points would only move the "
+                        "kill"), _needs_recovery_setting),
+    Scenario("legacy_paused_record", "an old paused record with a reason this version does not know stays paused "
+             "with an explanation", _CHAT, (script("lgp", text_step(), usage="final"),), (),
+             ("RI-07",), drive_legacy_paused_record,
+             Chaos(none="the record is written during downtime by the adapter; chaos's points would only move the "
+                        "kill before it"), _needs_legacy_record),
     Scenario("busy_owner", "one owner busy on a slow model call while other sessions keep every worker awake",
              _CHAT, (script("bo", text_step(faults=HOLD_FIRST), usage="final"),
                      script("bw1", text_step(), usage="final"), script("bw2", text_step(), usage="none")), (),
@@ -913,6 +1025,43 @@ def drive_resources(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_stop_before_resource(run: Run) -> list[ClauseResult]:
+    """The user pauses work in flight; during the downtime that follows the kit removes its working directory;
+    two starts while it is missing: the user's stop must show, not the resource's reason (REC-02). Then the
+    directory comes back and the user resumes: the work goes on."""
+    workdir = run.run_dir / "workdir-sbr"
+    workdir.mkdir(mode=0o700)
+    run.start()
+    out = run.op("submit", session_id="s-sbr", text=f"{script_tag('sbr')} request 1", client_msg_id="c-sbr-1",
+                 working_dir=str(workdir))
+    if not out.ok:
+        return [_result("REC-02", Verdict.UNKNOWN, "the submit was not acknowledged")]
+    work_id = out.reply.work_id
+    run.wait_held(SETTLE_S, script_id="sbr")
+    run.op("pause", work_id=work_id)
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    shutil.rmtree(workdir)
+    run.recorder.fault("resource_missing", resource="working_dir", script_id="sbr", work_id=work_id,
+                       path=str(workdir))
+    run.start()
+    run.settle(SETTLE_S)
+    restart_kit_side(run, "tree_kill")
+    run.settle(SETTLE_S)
+    workdir.mkdir(mode=0o700)
+    run.recorder.fault("resource_restored", resource="working_dir", script_id="sbr", work_id=work_id, by="kit")
+    run.op("resume", work_id=work_id)
+    run.settle(SETTLE_S)
+    return []
+
+
+def _needs_working_dir(run: Run) -> str | None:
+    if "working_dir" in run.resources:
+        return None
+    return "init_ok.resources does not declare working_dir (protocol 1.1), so no directory is removed"
+
+
 def _needs_resources(run: Run) -> str | None:
     """None when the adapter declares at least one resource (``init_ok.resources``), else why not applicable."""
     if run.resources & set(RESOURCE_SCRIPTS):
@@ -935,6 +1084,11 @@ SCENARIOS += (
              Chaos(none="the resource changes are this scenario's own faults, made between a kill and the next "
                         "start; chaos's interruption points would only move the kill"),
              _needs_resources),
+    Scenario("stop_before_resource", "the user pauses work, then its working directory goes missing during "
+             "downtime: the user's stop shows first", _CHAT, (resource_script("sbr", "probe_read"),), ("probe_read",),
+             ("REC-02", "RI-03", "RI-01"), drive_stop_before_resource,
+             Chaos(none="the pause and the removed directory are the scenario's own, around one kill; chaos's points "
+                        "would only move the kill"), _needs_working_dir),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

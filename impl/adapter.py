@@ -25,7 +25,7 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.1"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.2"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
@@ -120,7 +120,8 @@ class Adapter:
         self.runtime = Runtime(cfg)
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
-                "resources": RESOURCES, "storage": observe.STORAGE_DECL}
+                "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True,
+                "legacy_paused_record": True}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)
@@ -128,7 +129,7 @@ class Adapter:
 
     def _configure(self, req: dict) -> None:
         cfg = self.cfg
-        for key in ("failpoints", "clock_offset_s", "host_id"):
+        for key in ("failpoints", "clock_offset_s", "host_id", "automatic_recovery"):
             if req.get(key) is not None:
                 setattr(cfg, key, req[key])
         if req.get("probe_tools") is not None:  # the tools as they are now (a version may have changed)
@@ -206,6 +207,17 @@ class Adapter:
     def op_submit(self, req: dict) -> dict:
         return self._control({"op": "submit", "session_id": req["session_id"], "text": req["text"],
                               "client_msg_id": req["client_msg_id"], "working_dir": req.get("working_dir")})
+
+    def op_plant_paused_record(self, req: dict) -> dict:
+        """Written straight into the store: the runtime is down (the kit sends this after a kill)."""
+        from .control import plant_paused_record  # only this op needs the runtime's store code in the adapter
+        from .schema import open_runtime_db
+        db = open_runtime_db(self.cfg.path)
+        try:
+            return plant_paused_record(db, self.cfg, req["session_id"], req["text"], req["client_msg_id"],
+                                       req["reason"])
+        finally:
+            db.conn.close()
 
     def op_pause(self, req: dict) -> dict:
         return self._control({"op": "pause", "work_id": req["work_id"]})

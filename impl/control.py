@@ -62,6 +62,18 @@ def submit(db: Database, cfg: Config, session_id: str, text: str, client_msg_id:
     return {"work_id": work_id, "input_id": input_id}
 
 
+def plant_paused_record(db: Database, cfg: Config, session_id: str, text: str, client_msg_id: str,
+                        reason: str) -> dict:
+    """Test instrumentation (protocol ``plant_paused_record``): a work item as an older version left it, paused
+    for a reason this version does not know, with its accepted input. Written while the runtime is down."""
+    out = submit(db, cfg, session_id, text, client_msg_id)
+    with tx(db):
+        db.conn.execute("UPDATE work_items SET desired_state='paused', status='paused', reason_code=?, reason_text=?,"
+                        " control_version=control_version+1 WHERE work_id=?",
+                        (reason, f"paused ({reason})", out["work_id"]))
+    return out
+
+
 _CONTROLS = {
     # op: (desired_state, status, reason_code, text, actions)
     "pause": ("paused", "paused", "user_paused", "paused by the user", ("Resume", "End")),

@@ -189,7 +189,7 @@ _KILLS = (_RK.WORKER_KILL, _RK.TREE_KILL)
 # fmt: off
 CLAUSES: tuple[Clause, ...] = (
     # ---- Run intent (seed 000, Automatic recovery contract)
-    _c("RI-01", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RI-01", _S, _CHAT, "MLH", SEED_000, ARC,
        "Every work item has a durable run_intent with work_id, original input and unconsumed messages, desired_state, "
        "latest control version, permission scope, objective revision, host identity, parent/child, last committed "
        "progress and recovery policy.",
@@ -212,10 +212,10 @@ CLAUSES: tuple[Clause, ...] = (
        "intent.",
        "Remove the hidden two-hour recovery expiry. Long downtime preserves run intent",
        restarts=(_RK.LONG_DOWNTIME,)),
-    _c("RI-06", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RI-06", _S, _CHAT, "MLH", SEED_000, ARC,
        "Work whose automatic recovery was explicitly disabled is not recovered automatically.",
        "Explicit automatic-recovery disabling remains effective"),
-    _c("RI-07", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("RI-07", _S, _CHAT, "MLH", SEED_000, ARC,
        "An old paused record with an unknown reason stays paused with an explanation; it is never guessed to have "
        "been running.",
        "old paused records with unknown reasons stay paused with an explanation rather than being guessed"),
@@ -229,7 +229,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Acceptance is acknowledged to the client only after the original user request is durably saved.",
        "Acknowledge acceptance to the client only after reliably saving the original user request.",
        points=_IN),
-    _c("INP-02", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("INP-02", _S, _CHAT, "MLH", SEED_000, ARC,
        "A client-only draft the server never acknowledged is never represented as a submitted request.",
        "Client-only drafts without server acknowledgment must not be represented as submitted requests.",
        points=("input.accept.before",), restarts=(_RK.FRONTEND_RELOAD,)),
@@ -251,7 +251,7 @@ CLAUSES: tuple[Clause, ...] = (
        "worker.",
        "Graceful shutdown first stops new admission and saves accepted controls and checkpoints, then exits the worker",
        restarts=(_RK.NORMAL_EXIT, _RK.GRACEFUL_WORKER_RESTART)),
-    _c("CTL-05", _S, _CHAT, "ML", SEED_000, CTRL,
+    _c("CTL-05", _S, _CHAT, "MLH", SEED_000, CTRL,
        "User input takes priority over automatic continuation (steer/queue semantics).",
        "User input takes priority over automatic continuation using existing steer/queue semantics."),
     _c("CTL-06", _S, _GOALS, "ML", SEED_003, ZH_CTRL,
@@ -294,11 +294,11 @@ CLAUSES: tuple[Clause, ...] = (
     _c("REC-01", _S, _CHAT, "MLCH", SEED_000, ARC,
        "A read or migration failure while loading facts shows recovery failure and never clears old state.",
        "Read/migration failures show recovery failure without clearing old state."),
-    _c("REC-02", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("REC-02", _S, _CHAT, "MLH", SEED_000, ARC,
        "Recovery decides in order: user stop first, then approval, permissions, budget, resources and unknown "
        "effects.",
        "User stops take priority, followed by approval, permissions, budget, resources, and unknown effects."),
-    _c("REC-03", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("REC-03", _S, _CHAT, "MLH", SEED_000, ARC,
        "After recovery runnable work is queued, work waiting on a dependency is waiting, and a fault carries a "
        "retryable reason.",
        "Runnable work becomes queued; dependency waits become waiting; faults expose retryable reasons."),
@@ -877,7 +877,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Host-restart semantics, tested through process-identity changes, hold: work meant to run is recovered, the "
        "restart is never read as a user Pause, and recovery never silently becomes cross-host takeover.",
        "Test host-restart semantics through process-identity changes", restarts=(_RK.HOST_IDENTITY_CHANGE,)),
-    _c("FA-03", _S, _CHAT, "C", SEED_000, FAIL,
+    _c("FA-03", _S, _CHAT, "CH", SEED_000, FAIL,
        "A crash before input acceptance leaves no acknowledged request; a crash after it leaves the request saved "
        "exactly once and not re-appended.",
        "Interruption points include before/after input acceptance", points=_IN, restarts=_KILLS),
@@ -920,7 +920,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Recovering several sessions together keeps one owner per work item and executes nothing twice because a "
        "notification was repeated.",
        "one owner per work item, and no duplicate execution from repeated notifications"),
-    _c("FA-14", _S, _CHAT, "MLC", SEED_000, FAIL,
+    _c("FA-14", _S, _CHAT, "MLCH", SEED_000, FAIL,
        "User Pause / End, permission changes and new input take priority during recovery; old versions never "
        "continue.",
        "User Pause / End, permission changes, and new input take priority during recovery; old versions cannot "

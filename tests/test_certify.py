@@ -60,12 +60,15 @@ def test_the_honest_mini_runtime_certifies_valid(honest):
 def test_undeclared_profiles_are_not_applicable_never_passed(honest):
     na = {c.name for c in honest.cases if c.verdict.value == "not_applicable"}
     by_profile = {"goal_restart", "approval_unknown_write", "job_restart", "paperclip_retry"}
-    # no init_ok.storage nor init_ok.resources, no recovery.repair.after failpoint: never passed, not required
-    by_capability = {"storage_unreadable", "migration_newer_schema", "resources_after_downtime", "second_crash"}
+    # no init_ok.storage, init_ok.resources, input-acceptance failpoints, init_ok.automatic_recovery_setting,
+    # init_ok.legacy_paused_record nor the recovery.repair.after failpoint: never passed, not required
+    by_capability = {"storage_unreadable", "migration_newer_schema", "resources_after_downtime", "input_acceptance",
+                     "recovery_disabled", "legacy_paused_record", "stop_before_resource", "second_crash"}
     assert na == by_profile | by_capability
     assert honest.clauses["GOAL-01"].value == "not_applicable"
     assert honest.clauses["REC-01"].value == "not_applicable" and "REC-01" not in honest.required
     assert honest.clauses["RES-02"].value in ("unknown", "not_applicable") and "RES-02" not in honest.required
+    assert "RI-06" not in honest.required and "INP-02" not in honest.required
     suite = ET.parse(honest.out / "junit.xml").getroot().find("testsuite")
     skipped = [tc for tc in suite.iter("testcase") if tc.find("skipped") is not None]
     assert {tc.get("name") for tc in skipped} == na
