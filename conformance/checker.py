@@ -488,6 +488,7 @@ def check(ev: Evidence) -> list[ClauseResult]:
 def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     """Every history check, in the order ``check`` runs them (the judging registry reads this too)."""
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
+    from recoverykit.conformance.checks_effects import EFFECT_CHECKS
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
@@ -496,7 +497,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_resources import RESOURCE_CHECKS
     from recoverykit.conformance.checks_storage import STORAGE_CHECKS
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
-            *RESOURCE_CHECKS, *REQUEST_CHECKS)
+            *RESOURCE_CHECKS, *REQUEST_CHECKS, *EFFECT_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:
