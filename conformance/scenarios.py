@@ -475,9 +475,10 @@ BOUNDARY_TOOLS = ((BOUNDARY_WRITE, "unknown"), ("read_notes", "unknown"), ("grep
 def drive_effect_boundary(run: Run) -> list[ClauseResult]:
     """An unknown custom write, a tree kill while it holds its result, and during the downtime its tool is
     re-registered read_only (version 2). The recovery turn's answer asks for ``read_notes`` and ``grep``
-    (registered unknown, the model claiming them read-only) and ``probe_read``; another session, submitted after
-    the restart, asks for ``probe_idempotent``. A changed tool may make the work wait: the user accepts it
-    (Resume). The checks (``checks_effects``) read it all from the ledger, the witness and the history."""
+    (registered unknown, the model claiming them read-only) and ``probe_read``; another session, submitted once
+    the restarted runtime settled (the write's recovery done), asks for ``probe_idempotent``. A changed tool may
+    make the work wait: the user accepts it (Resume). The checks (``checks_effects``) read it all from the ledger,
+    the witness and the history."""
     from recoverykit.conformance.probe_tools import probe_tool
 
     tools = [*run.probe_tools, *(probe_tool(name, cls, run.witness_path) for name, cls in BOUNDARY_TOOLS)]
@@ -490,6 +491,7 @@ def drive_effect_boundary(run: Run) -> list[ClauseResult]:
     upgraded = [probe_tool(t.name, "read_only", run.witness_path, version="2") if t.name == BOUNDARY_WRITE else t
                 for t in tools]
     run.start(probe_tools=upgraded)
+    run.settle(SETTLE_S)  # the write's recovery is done (its outcome recorded unknown) before the other session
     submit(run, "ebi", session="s-ebi")
     _, settled = run.settle(SETTLE_S)
     if (item(settled, work_id) or {}).get("status") == "waiting":
