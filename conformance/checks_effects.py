@@ -17,8 +17,9 @@ state_probe that started before a restart and never emitted its result: nobody c
   is still restricted: the class that counts is the one the write ran under, not today's registration;
 - EFF-03: the unknown write blocks neither investigation (the trusted reads that turn asks for run) nor
   independent work (other sessions' tool calls answered after the restart run);
-- EFF-11: once the run settles, the turn that made the unknown write has ended as interrupted, its effect still
-  unresolved (the runtime's turns and tool calls, matched to the witness by the call's child pid);
+- EFF-11: once the run settles, if its work went on after the restart (its script asked the provider again), the
+  turn that made the unknown write has ended as interrupted, its effect still unresolved (the runtime's turns and
+  tool calls, matched to the witness by the call's child pid);
 - OWN-07: a tool execution alive at a restart that did not kill it (a worker kill) is waited for: it runs to its
   own end (its finish record), runs once, and its session sends nothing on that call before it finished.
 
@@ -236,6 +237,9 @@ def check_interrupted_turn_ends(ev: Evidence) -> list[ClauseResult]:
     problems, judged = [], 0
     for w in writes:
         e = w.execution
+        if not any(c.request.get("script_id") == w.script and c.request["time"] > w.fault.time
+                   for c in calls(ev.ledger)):
+            continue  # its work did not go on (stopped, or waiting on something else): no recovery ended the turn
         mine = [c for c in tool_calls if c.get("pid") is not None and c["pid"] in (e.pid, e.ppid)]
         for c in mine:
             judged += 1
@@ -255,12 +259,15 @@ def check_live_child_awaited(ev: Evidence) -> list[ClauseResult]:
     ended = {w for w, _, _ in _stops(ev)}
     work_of = ev.work_of_script()
     problems, judged = [], 0
-    for f in restarts(ev.history):
-        killed = f.detail.get("pids", f.detail.get("killed"))  # certify's kill, chaos's kill
-        if killed is None:
-            continue  # the runtime restarted itself: which processes it took down is not the kit's evidence
+    faults = restarts(ev.history)
+    for f in faults:
         for e in ev.witness.executions:
-            if not (e.started < f.time and (e.finished is None or e.finished > f.time)) or e.pid in killed:
+            if not (e.started < f.time and (e.finished is None or e.finished > f.time)):
+                continue
+            # every restart since it started is the kit's own kill (pids recorded: certify's or chaos's), and none
+            # of them killed it: a restart the runtime did itself says nothing of which processes it took down
+            since = [g.detail.get("pids", g.detail.get("killed")) for g in faults if e.started < g.time <= f.time]
+            if any(killed is None or e.pid in killed for killed in since):
                 continue
             if work_of.get(_script(e)) in ended:
                 continue  # the user ended the work: an explicit cancel is allowed

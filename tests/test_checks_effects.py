@@ -136,12 +136,15 @@ def _observed(turn_status):
 
 
 def test_the_turn_of_an_unknown_write_ends_interrupted():
-    ok = Evidence(_history(snapshot=_observed("interrupted")), [], _witness(WRITE))
+    went_on = _call(1, "eb", 2.0, ["probe_read"])
+    ok = Evidence(_history(snapshot=_observed("interrupted")), went_on, _witness(WRITE))
     assert _v(check_interrupted_turn_ends(ok)) == {"EFF-11": Verdict.VALID}
-    kept = Evidence(_history(snapshot=_observed("active")), [], _witness(WRITE))
+    kept = Evidence(_history(snapshot=_observed("active")), went_on, _witness(WRITE))
     assert _v(check_interrupted_turn_ends(kept)) == {"EFF-11": Verdict.INVALID}
-    blind = Evidence(_history(snapshot={"work_items": []}), [], _witness(WRITE))
+    blind = Evidence(_history(snapshot={"work_items": []}), went_on, _witness(WRITE))
     assert _v(check_interrupted_turn_ends(blind)) == {"EFF-11": Verdict.UNKNOWN}
+    held = Evidence(_history(snapshot=_observed("active")), [], _witness(WRITE))  # its work never went on
+    assert _v(check_interrupted_turn_ends(held)) == {"EFF-11": Verdict.UNKNOWN}
 
 
 def test_a_live_child_spared_by_the_restart_is_waited_for():
@@ -165,6 +168,9 @@ def test_a_child_the_kit_killed_or_the_user_ended_is_not_judged():
     cut = _e("long.0.1.0", "probe_unknown", "unknown", started=1.4, finished=None, pid=50)
     by_kit = Evidence(_history(killed=(50,)), [], _witness(cut))
     assert _v(check_live_child_awaited(by_kit)) == {"OWN-07": Verdict.UNKNOWN}
+    history = _history(killed=(50,))  # killed by the kit's first kill, then a second restart spares nothing of it
+    history.events.append(type(history.faults[0])(99, 2.0, "crash_during_recovery", {"killed": [7]}))
+    assert _v(check_live_child_awaited(Evidence(history, [], _witness(cut)))) == {"OWN-07": Verdict.UNKNOWN}
     mine = _e("eb.0.1.0", "probe_unknown", "unknown", started=1.4, finished=None, pid=50)
     ended = Evidence(_history(fault="worker_kill", killed=(7,), stop_at=2.0), [], _witness(mine))
     assert _v(check_live_child_awaited(ended)) == {"OWN-07": Verdict.UNKNOWN}  # End cancels it explicitly
