@@ -13,6 +13,8 @@ state_probe that started before a restart and never emitted its result: nobody c
   treated by its registered class: not offered and never run when that class is not safe;
 - EFF-10: the same for a tool named like a built-in investigation tool (read, grep, glob, list): the name does
   not qualify it;
+- EFF-07: when the write's tool was registered without a class (a custom tool, protocol 1.2), the recovery turn
+  is restricted as after any unknown write: such tools default to unknown;
 - EFF-05: when the kit re-registered the write's tool with a safe class during the downtime, the recovery turn
   is still restricted: the class that counts is the one the write ran under, not today's registration;
 - EFF-03: the unknown write blocks neither investigation (the trusted reads that turn asks for run) nor
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _stops, kit_evidence
 from recoverykit.conformance.history import Fault, restarts
+from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.registrations import SAFE, registry_at, safe
 from recoverykit.conformance.witness import Execution
@@ -109,10 +112,11 @@ def _verdict(clause_id: str, problems: list[str], judged: int, none: str, held: 
 
 
 def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
-    """EFF-08, EFF-06, EFF-10 and EFF-05 on each recovery turn after an unknown write."""
+    """EFF-08, EFF-06, EFF-10, EFF-05 and EFF-07 on each recovery turn after an unknown write."""
     if ev.witness is None:
-        return [_result(c, Verdict.UNKNOWN, "no witness log") for c in ("EFF-08", "EFF-06", "EFF-10", "EFF-05")]
-    problems: dict[str, list[str]] = {"EFF-08": [], "EFF-06": [], "EFF-10": [], "EFF-05": []}
+        return [_result(c, Verdict.UNKNOWN, "no witness log")
+                for c in ("EFF-08", "EFF-06", "EFF-10", "EFF-05", "EFF-07")]
+    problems: dict[str, list[str]] = {"EFF-08": [], "EFF-06": [], "EFF-10": [], "EFF-05": [], "EFF-07": []}
     judged = dict.fromkeys(problems, 0)
     for w in unknown_writes(ev):
         first = recovery_request(ev, w)
@@ -126,6 +130,12 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
         if unsafe_offered:
             problems["EFF-08"].append(f"request {rid} (script {w.script}, the first after the restart at event "
                                       f"{w.fault.index}) offers {unsafe_offered} while a write's outcome is unknown")
+        if w.execution.effect_class == UNCLASSIFIED:  # registered without a class: unknown by default
+            judged["EFF-07"] += 1
+            if unsafe_offered:
+                problems["EFF-07"].append(
+                    f"request {rid} offers {unsafe_offered} after {w.execution.tool}, registered without a class "
+                    "(a custom tool, unknown by default), was cut off: it was not taken as unknown")
         now = registry.get(w.execution.tool)
         if now in SAFE:  # re-registered safe since the write ran: only the class at execution restricts the turn
             judged["EFF-05"] += 1
@@ -173,6 +183,9 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
         _verdict("EFF-05", problems["EFF-05"], judged["EFF-05"], "no write's tool was re-registered with another "
                  "class before its recovery", f"{judged['EFF-05']} recovery turn(s) restricted by the class the "
                  "write ran under, not its tool's later registration"),
+        _verdict("EFF-07", problems["EFF-07"], judged["EFF-07"], "no write of a tool registered without a class "
+                 "(protocol 1.2) was cut off", f"{judged['EFF-07']} write(s) of a tool registered without a class "
+                 "taken as unknown (the general shell and MCP parts are the same default, not run separately)"),
     ]
 
 

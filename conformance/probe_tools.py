@@ -16,13 +16,16 @@ from recoverykit.conformance.protocol_rpcs import ProbeTool
 from recoverykit.model.catalogue import EffectClass
 
 PROBE_FILE = str(Path(__file__).with_name("probe.py"))
+# The class a probe registered without one (protocol 1.2: effect_class null) records in the witness log.
+UNCLASSIFIED = "unclassified"
 
 
-def probe_tool(name: str, effect_class: EffectClass | str, witness_path: str | os.PathLike, *,
+def probe_tool(name: str, effect_class: EffectClass | str | None, witness_path: str | os.PathLike, *,
                broker_socket: str | None = None, version: str = "1", python: str | None = None) -> ProbeTool:
-    effect = EffectClass(effect_class)
+    """``effect_class`` None: a tool registered without a trusted class (a custom tool; adapters speaking 1.2)."""
+    effect = None if effect_class is None else EffectClass(effect_class)
     argv = [python or sys.executable, "-I", "-S", PROBE_FILE, "--witness", os.fspath(witness_path), "--name", name,
-            "--effect-class", effect.value, "--tool-version", version]
+            "--effect-class", effect.value if effect else UNCLASSIFIED, "--tool-version", version]
     if broker_socket:
         argv += ["--broker", broker_socket]
     return ProbeTool(name=name, argv=argv, effect_class=effect, version=version)

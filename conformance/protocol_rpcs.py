@@ -33,7 +33,10 @@ ResourceKind = Literal["model", "credentials", "working_dir", "tool_version"]
 class ProbeTool(Record):
     name: str = Field(description="The tool name the runtime registers.")
     argv: list[str] = Field(min_length=1, description="The command to execute (no shell); append arguments after it.")
-    effect_class: EffectClass = Field(description="Register the tool with exactly this effect class.")
+    effect_class: EffectClass | None = Field(
+        description="Register the tool with exactly this effect class. Since 1.2, sent only to adapters that speak "
+        "1.2 or later: null, a tool the kit registers without a trusted class, as a general shell, a third-party MCP "
+        "tool or a custom tool comes; register it as your runtime registers those (they default to `unknown`).")
     version: str = Field(description="The tool version; a change after restart is a resource change.")
 
 

@@ -10,7 +10,7 @@ really ran is in its witness record (the probe's argv carries it): the implement
 from __future__ import annotations
 
 from recoverykit.conformance.history import History
-from recoverykit.conformance.probe_tools import standard_probe_tools
+from recoverykit.conformance.probe_tools import UNCLASSIFIED, standard_probe_tools
 from recoverykit.model.catalogue import SAFE_FOR_RECOVERY
 
 STANDARD: dict[str, str] = {t.name: t.effect_class.value for t in standard_probe_tools("witness.jsonl")}
@@ -23,10 +23,11 @@ def registry_at(history: History, t: float) -> dict[str, str]:
     for op in history.ops:
         tools = op.value.get("probe_tools") if op.type == "invoke" and op.f == "start" else None
         if tools and op.time <= t:
-            registry = {str(x["name"]): str(x["effect_class"]) for x in tools}
+            registry = {str(x["name"]): str(x.get("effect_class") or UNCLASSIFIED) for x in tools}
     return registry
 
 
 def safe(registry: dict[str, str], tool: str) -> bool:
-    """A tool the registry does not know is never safe (General shell, MCP and custom tools default to unknown)."""
+    """A tool the registry does not know, or registered without a class (``UNCLASSIFIED``), is never safe: general
+    shell, third-party MCP and custom tools default to unknown."""
     return registry.get(tool, "unknown") in SAFE

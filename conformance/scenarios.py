@@ -466,22 +466,43 @@ def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a graceful restart")]
 
 
-# The tools of effect_boundary besides the standard probes: a custom write, and two tools registered unknown whose
-# names suggest reading (one named like a built-in); the write's tool is re-registered read_only during downtime.
+# The tools of effect_boundary besides the standard probes: a custom write (registered without a class where the
+# adapter speaks protocol 1.2, else unknown), and two tools registered unknown whose names suggest reading (one
+# named like a built-in); the write's tool is re-registered read_only during downtime.
 BOUNDARY_WRITE = "sync_notes"
-BOUNDARY_TOOLS = ((BOUNDARY_WRITE, "unknown"), ("read_notes", "unknown"), ("grep", "unknown"))
+BOUNDARY_TOOLS = ((BOUNDARY_WRITE, None), ("read_notes", "unknown"), ("grep", "unknown"))
+
+
+def _speaks(run: Run, version: tuple[int, int]) -> bool:
+    """Does the adapter speak at least protocol ``version`` (MAJOR, MINOR)?"""
+    try:
+        major, minor = (int(x) for x in run.init_ok.protocol_version.split(".")[:2])
+    except (AttributeError, ValueError):
+        return False
+    return (major, minor) >= version
+
+
+def _needs_start_tools(run: Run) -> str | None:
+    """effect_boundary registers its tools with ``start.probe_tools`` (protocol 1.1): None if the adapter takes it."""
+    if _speaks(run, (1, 1)):
+        return None
+    return (f"the adapter speaks protocol {run.init_ok.protocol_version}; the tools of effect_boundary are registered "
+            "with start.probe_tools (protocol 1.1)")
 
 
 def drive_effect_boundary(run: Run) -> list[ClauseResult]:
-    """An unknown custom write, a tree kill while it holds its result, and during the downtime its tool is
-    re-registered read_only (version 2). The recovery turn's answer asks for ``read_notes`` and ``grep``
-    (registered unknown, the model claiming them read-only) and ``probe_read``; another session, submitted once
-    the restarted runtime settled (the write's recovery done), asks for ``probe_idempotent``. A changed tool may
-    make the work wait: the user accepts it (Resume). The checks (``checks_effects``) read it all from the ledger,
-    the witness and the history."""
+    """A custom write registered without a class (so unknown by default; an adapter older than protocol 1.2 gets
+    it as unknown), a tree kill while it holds its result, and during the downtime its tool is re-registered
+    read_only (version 2). The recovery turn's answer asks for ``read_notes`` and ``grep`` (registered unknown, the
+    model claiming them read-only) and ``probe_read``; another session, submitted once the restarted runtime
+    settled (the write's recovery done), asks for ``probe_idempotent``. A changed tool may make the work wait: the
+    user accepts it (Resume). The checks (``checks_effects``) read it all from the ledger, the witness and the
+    history."""
     from recoverykit.conformance.probe_tools import probe_tool
 
-    tools = [*run.probe_tools, *(probe_tool(name, cls, run.witness_path) for name, cls in BOUNDARY_TOOLS)]
+    bare = _speaks(run, (1, 2))  # a tool without a class (ProbeTool.effect_class null) is protocol 1.2
+    tools = [*run.probe_tools, *(probe_tool(name, cls if cls or bare else "unknown", run.witness_path)
+                                 for name, cls in BOUNDARY_TOOLS)]
     run.start(probe_tools=tools)
     work_id = submit(run, "eb")
     run.wait_witness(lambda e: e.tool == BOUNDARY_WRITE and e.done, timeout_s=SETTLE_S)
@@ -676,9 +697,11 @@ SCENARIOS: tuple[Scenario, ...] = (
                      text_step("done eb"), usage="final"),
               script("ebi", tool_step("probe_idempotent"), text_step("done ebi"), usage="final")),
              (BOUNDARY_WRITE, "read_notes", "grep", "probe_read", "probe_idempotent"),
+             # EFF-07 is judged too, but only of adapters speaking protocol 1.2 (a tool without a class): not required
              ("EFF-03", "EFF-05", "EFF-06", "EFF-08", "EFF-10", "EFF-11", "INP-01"), drive_effect_boundary,
              Chaos(none="the tools are registered by the drive's own starts (start.probe_tools), which chaos's cases "
-                        "do not make; chat_unknown_write's chaos cells interrupt the same unknown write")),
+                        "do not make; chat_unknown_write's chaos cells interrupt the same unknown write"),
+             _needs_start_tools),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

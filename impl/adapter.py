@@ -25,7 +25,7 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.1"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.2"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
@@ -105,7 +105,7 @@ class Adapter:
 
     def op_init(self, req: dict) -> dict:
         data_dir = Path(req["data_dir"])
-        tools = [ToolSpec(t["name"], list(t["argv"]), t["effect_class"], t["version"]) for t in req["probe_tools"]]
+        tools = [ToolSpec.registered(t) for t in req["probe_tools"]]
         existing = data_dir / "config.json"
         cfg = Config.load(data_dir) if existing.exists() else Config(data_dir=str(data_dir))
         cfg.provider_base_url, cfg.tools = req["provider_base_url"], tools
@@ -132,8 +132,7 @@ class Adapter:
             if req.get(key) is not None:
                 setattr(cfg, key, req[key])
         if req.get("probe_tools") is not None:  # the tools as they are now (a version may have changed)
-            cfg.tools = [ToolSpec(t["name"], list(t["argv"]), t["effect_class"], t["version"])
-                         for t in req["probe_tools"]]
+            cfg.tools = [ToolSpec.registered(t) for t in req["probe_tools"]]
         cfg.save()
 
     def op_stop(self, req: dict) -> dict:

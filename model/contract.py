@@ -425,7 +425,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("EFF-06", _S, _CHAT, "MLH", SEED_000, SAFE,
        "A model's claim of read-only behaviour or a tool name containing \"read\" never classifies a tool's effect.",
        "Do not accept model claims of read-only behavior or infer them from a name containing read."),
-    _c("EFF-07", _S, _CHAT, "ML", SEED_000, SAFE,
+    _c("EFF-07", _S, _CHAT, "MLH", SEED_000, SAFE,
        "General shell, third-party MCP and custom tools default to the unknown effect class.",
        "General shell, third-party MCP, and custom tools default to unknown."),
     _c("EFF-08", _S, _CHAT, "MLCH", SEED_000, SAFE,

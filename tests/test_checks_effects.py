@@ -70,7 +70,8 @@ def test_a_restricted_recovery_turn_holds_the_boundary_clauses():
     ev = Evidence(_history(), ledger, _witness(WRITE, _e("eb.1.1.2", "probe_read", "read_only", started=2.1,
                                                          finished=2.2, emitted=True)))
     assert _v(check_recovery_turn(ev)) == {"EFF-08": Verdict.VALID, "EFF-06": Verdict.VALID,
-                                           "EFF-10": Verdict.VALID, "EFF-05": Verdict.UNKNOWN}
+                                           "EFF-10": Verdict.VALID, "EFF-05": Verdict.UNKNOWN,
+                                           "EFF-07": Verdict.UNKNOWN}
 
 
 def test_a_disguised_read_that_runs_breaks_eff06_and_eff08():
@@ -104,6 +105,15 @@ def test_the_class_at_execution_restricts_after_a_re_registration():
     rederived = Evidence(_history(upgraded=True), _call(1, "eb", 2.0, ["probe_read", "probe_idempotent"]),
                          _witness(WRITE))
     assert _v(check_recovery_turn(rederived))["EFF-05"] is Verdict.INVALID
+
+
+def test_a_tool_registered_without_a_class_is_unknown_by_default():
+    bare = _e("eb.0.1.0", "sync_notes", "unclassified")
+    ok = Evidence(_history(), _call(1, "eb", 2.0, ["probe_read"]), _witness(bare))
+    assert _v(check_recovery_turn(ok))["EFF-07"] is Verdict.VALID
+    taken_safe = Evidence(_history(), _call(1, "eb", 2.0, ["probe_read", "probe_idempotent", "sync_notes"]),
+                          _witness(bare))
+    assert _v(check_recovery_turn(taken_safe))["EFF-07"] is Verdict.INVALID
 
 
 def test_no_unknown_write_says_nothing():
