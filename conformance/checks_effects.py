@@ -111,13 +111,29 @@ def _verdict(clause_id: str, problems: list[str], judged: int, none: str, held: 
     return _result(clause_id, Verdict.VALID, held)
 
 
+# clause -> (why unknown, what held) for check_recovery_turn
+TURN_TEXTS = {
+    "EFF-08": ("no request followed a restart that left a write unknown",
+               "{n} judgement(s): recovery turns offered and ran only trusted reads and state probes"),
+    "EFF-06": ("no recovery turn met a tool named 'read...' or a read-only claim of the model's",
+               "{n} tool(s) or call(s) looking read-only kept their registered class"),
+    "EFF-10": ("no recovery turn met a tool named like a built-in read, grep, glob or list",
+               "{n} tool(s) or call(s) named like a built-in kept their registered class (names only: acceptEdits "
+               "flags and plugin declarations are not judged)"),
+    "EFF-05": ("no write's tool was re-registered with another class before its recovery",
+               "{n} recovery turn(s) restricted by the class the write ran under, not its tool's later registration"),
+    "EFF-07": ("no write of a tool registered without a class (protocol 1.2) was cut off",
+               "{n} write(s) of a tool registered without a class taken as unknown (the general shell and MCP parts "
+               "are the same default, not run separately)"),
+}
+
+
 def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
     """EFF-08, EFF-06, EFF-10, EFF-05 and EFF-07 on each recovery turn after an unknown write."""
     if ev.witness is None:
-        return [_result(c, Verdict.UNKNOWN, "no witness log")
-                for c in ("EFF-08", "EFF-06", "EFF-10", "EFF-05", "EFF-07")]
-    problems: dict[str, list[str]] = {"EFF-08": [], "EFF-06": [], "EFF-10": [], "EFF-05": [], "EFF-07": []}
-    judged = dict.fromkeys(problems, 0)
+        return [_result(c, Verdict.UNKNOWN, "no witness log") for c in TURN_TEXTS]
+    problems: dict[str, list[str]] = {c: [] for c in TURN_TEXTS}
+    judged = dict.fromkeys(TURN_TEXTS, 0)
     for w in unknown_writes(ev):
         first = recovery_request(ev, w)
         if first is None:
@@ -170,23 +186,8 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
                     if ran:
                         problems[clause_id].append(f"{name} (registered {registry.get(name, 'not at all')}) ran on "
                                                    f"the recovery turn after an unknown write: {why} (token {token})")
-    return [
-        _verdict("EFF-08", problems["EFF-08"], judged["EFF-08"], "no request followed a restart that left a write "
-                 "unknown", f"{judged['EFF-08']} judgement(s): recovery turns offered and ran only trusted reads "
-                 "and state probes"),
-        _verdict("EFF-06", problems["EFF-06"], judged["EFF-06"], "no recovery turn met a tool named 'read...' or a "
-                 "read-only claim of the model's", f"{judged['EFF-06']} tool(s) or call(s) looking read-only kept "
-                 "their registered class"),
-        _verdict("EFF-10", problems["EFF-10"], judged["EFF-10"], "no recovery turn met a tool named like a built-in "
-                 "read, grep, glob or list", f"{judged['EFF-10']} tool(s) or call(s) named like a built-in kept "
-                 "their registered class (names only: acceptEdits flags and plugin declarations are not judged)"),
-        _verdict("EFF-05", problems["EFF-05"], judged["EFF-05"], "no write's tool was re-registered with another "
-                 "class before its recovery", f"{judged['EFF-05']} recovery turn(s) restricted by the class the "
-                 "write ran under, not its tool's later registration"),
-        _verdict("EFF-07", problems["EFF-07"], judged["EFF-07"], "no write of a tool registered without a class "
-                 "(protocol 1.2) was cut off", f"{judged['EFF-07']} write(s) of a tool registered without a class "
-                 "taken as unknown (the general shell and MCP parts are the same default, not run separately)"),
-    ]
+    return [_verdict(c, problems[c], judged[c], none, held.format(n=judged[c]))
+            for c, (none, held) in TURN_TEXTS.items()]
 
 
 def _disturbed(ev: Evidence, after: float) -> bool:
