@@ -18,6 +18,7 @@ from itertools import combinations
 from typing import Any
 
 from recoverykit.conformance.history import History, Observation, restarts
+from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 from recoverykit.conformance.witness import WitnessLog
@@ -117,7 +118,8 @@ def check_unknown_effects(ev: Evidence) -> list[ClauseResult]:
     """FA-15: a non-idempotent write is never re-run, whether by replaying its call or re-asking the model."""
     if ev.witness is None:
         return [_result("FA-15", Verdict.UNKNOWN, "no witness log")]
-    executions = [e for e in ev.witness.executions if e.effect_class == "unknown"]
+    # a tool registered without a class (protocol 1.2) is unknown by default: its writes count too
+    executions = [e for e in ev.witness.executions if e.effect_class in ("unknown", UNCLASSIFIED)]
     if not executions:
         return [_result("FA-15", Verdict.UNKNOWN, "no unknown-effect tool executed in this run")]
     approved = Counter()
