@@ -11,8 +11,8 @@ state_probe that started before a restart and never emitted its result: nobody c
   read_only or state_probe, and none of the unsafe calls its answer asks for runs;
 - EFF-06: on that recovery turn a tool whose name contains "read", or a call the model claims is read-only, is
   treated by its registered class: not offered and never run when that class is not safe;
-- EFF-10: the same for a tool named like a built-in investigation tool (read, grep, glob, list): the name does
-  not qualify it;
+- EFF-10: the same for a tool named like a built-in investigation tool (read, grep, glob, list) or one whose
+  plugin declares it read-only (``plugin_hints``, MCP's ``readOnlyHint``; protocol 1.2): neither qualifies it;
 - EFF-07: when the write's tool was registered without a class (a custom tool, protocol 1.2), the recovery turn
   is restricted as after any unknown write: such tools default to unknown;
 - EFF-05: when the kit re-registered the write's tool with a safe class during the downtime, the recovery turn
@@ -37,7 +37,7 @@ from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _st
 from recoverykit.conformance.history import Fault, restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
-from recoverykit.conformance.registrations import SAFE, registry_at, safe
+from recoverykit.conformance.registrations import SAFE, declared_read_only, registry_at, safe
 from recoverykit.conformance.witness import Execution
 from recoverykit.model.catalogue import Verdict
 
@@ -117,9 +117,10 @@ TURN_TEXTS = {
                "{n} judgement(s): recovery turns offered and ran only trusted reads and state probes"),
     "EFF-06": ("no recovery turn met a tool named 'read...' or a read-only claim of the model's",
                "{n} tool(s) or call(s) looking read-only kept their registered class"),
-    "EFF-10": ("no recovery turn met a tool named like a built-in read, grep, glob or list",
-               "{n} tool(s) or call(s) named like a built-in kept their registered class (names only: acceptEdits "
-               "flags and plugin declarations are not judged)"),
+    "EFF-10": ("no recovery turn met a tool named like a built-in read, grep, glob or list, or declared read-only "
+               "by its plugin",
+               "{n} tool(s) or call(s) named like a built-in or declared read-only by their plugin kept their "
+               "registered class (acceptEdits flags are not judged)"),
     "EFF-05": ("no write's tool was re-registered with another class before its recovery",
                "{n} recovery turn(s) restricted by the class the write ran under, not its tool's later registration"),
     "EFF-07": ("no write of a tool registered without a class (protocol 1.2) was cut off",
@@ -140,6 +141,7 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
             continue
         rid = first.request.get("request_id")
         registry = registry_at(ev.history, first.request["time"])
+        plugin_says = declared_read_only(ev.history, first.request["time"])
         offered = first.request["tools_offered"]
         unsafe_offered = [t for t in offered if not safe(registry, t)]
         judged["EFF-08"] += 1
@@ -163,7 +165,7 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
             if safe(registry, name):
                 continue
             for clause_id, disguised in (("EFF-06", "read" in name.lower()),
-                                         ("EFF-10", name.lower() in BUILTIN_INVESTIGATION)):
+                                         ("EFF-10", name.lower() in BUILTIN_INVESTIGATION or name in plugin_says)):
                 if disguised:
                     judged[clause_id] += 1
                     if name in offered:
@@ -180,7 +182,9 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
             for clause_id, disguised, why in (
                     ("EFF-06", "read" in name.lower() or claimed,
                      "its name contains 'read'" if "read" in name.lower() else "the model claimed it read-only"),
-                    ("EFF-10", name.lower() in BUILTIN_INVESTIGATION, "it is named like a built-in")):
+                    ("EFF-10", name.lower() in BUILTIN_INVESTIGATION or name in plugin_says,
+                     "it is named like a built-in" if name.lower() in BUILTIN_INVESTIGATION
+                     else "its plugin declares it read-only")):
                 if disguised:
                     judged[clause_id] += 1
                     if ran:

@@ -27,6 +27,16 @@ def registry_at(history: History, t: float) -> dict[str, str]:
     return registry
 
 
+def declared_read_only(history: History, t: float) -> set[str]:
+    """Tools whose plugin declared them read-only (``plugin_hints.readOnlyHint``, protocol 1.2) at time ``t``."""
+    declared: set[str] = set()
+    for op in history.ops:
+        tools = op.value.get("probe_tools") if op.type == "invoke" and op.f == "start" else None
+        if tools and op.time <= t:
+            declared = {str(x["name"]) for x in tools if (x.get("plugin_hints") or {}).get("readOnlyHint")}
+    return declared
+
+
 def safe(registry: dict[str, str], tool: str) -> bool:
     """A tool the registry does not know, or registered without a class (``UNCLASSIFIED``), is never safe: general
     shell, third-party MCP and custom tools default to unknown."""

@@ -470,7 +470,8 @@ def drive_graceful_midwork(run: Run) -> list[ClauseResult]:
 # adapter speaks protocol 1.2, else unknown), and two tools registered unknown whose names suggest reading (one
 # named like a built-in); the write's tool is re-registered read_only during downtime.
 BOUNDARY_WRITE = "sync_notes"
-BOUNDARY_TOOLS = ((BOUNDARY_WRITE, None), ("read_notes", "unknown"), ("grep", "unknown"))
+BOUNDARY_TOOLS = ((BOUNDARY_WRITE, None), ("read_notes", "unknown"), ("grep", None))
+BOUNDARY_HINTS = {"grep": {"readOnlyHint": True}}  # grep's plugin declares it read-only, as MCP annotations do
 
 
 def _speaks(run: Run, version: tuple[int, int]) -> bool:
@@ -493,15 +494,17 @@ def _needs_start_tools(run: Run) -> str | None:
 def drive_effect_boundary(run: Run) -> list[ClauseResult]:
     """A custom write registered without a class (so unknown by default; an adapter older than protocol 1.2 gets
     it as unknown), a tree kill while it holds its result, and during the downtime its tool is re-registered
-    read_only (version 2). The recovery turn's answer asks for ``read_notes`` and ``grep`` (registered unknown, the
-    model claiming them read-only) and ``probe_read``; another session, submitted once the restarted runtime
+    read_only (version 2). The recovery turn's answer asks for ``read_notes`` (registered unknown) and ``grep``
+    (registered without a class, its plugin declaring it read-only), the model claiming both read-only, and for
+    ``probe_read``; another session, submitted once the restarted runtime
     settled (the write's recovery done), asks for ``probe_idempotent``. A changed tool may make the work wait: the
     user accepts it (Resume). The checks (``checks_effects``) read it all from the ledger, the witness and the
     history."""
     from recoverykit.conformance.probe_tools import probe_tool
 
     bare = _speaks(run, (1, 2))  # a tool without a class (ProbeTool.effect_class null) is protocol 1.2
-    tools = [*run.probe_tools, *(probe_tool(name, cls if cls or bare else "unknown", run.witness_path)
+    tools = [*run.probe_tools, *(probe_tool(name, cls if cls or bare else "unknown", run.witness_path,
+                                            plugin_hints=BOUNDARY_HINTS.get(name) if bare else None)
                                  for name, cls in BOUNDARY_TOOLS)]
     run.start(probe_tools=tools)
     work_id = submit(run, "eb")

@@ -91,6 +91,26 @@ def test_a_tool_named_like_a_built_in_offered_or_run_breaks_eff10():
     assert verdicts["EFF-10"] is Verdict.INVALID and verdicts["EFF-06"] is Verdict.VALID
 
 
+def _hinted_history(hints):
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    search = {"name": "search", "effect_class": None, "plugin_hints": hints}
+    rec.complete(rec.invoke("start", {"probe_tools": [*TOOLS, search]}), "ok", {})
+    rec.now = 1.5
+    rec.fault("tree_kill", pids=[1])
+    return rec.history
+
+
+def test_a_plugin_declaration_does_not_qualify_a_tool():
+    ran = _e("eb.1.1.3", "search", "unclassified", started=2.1, finished=2.2, emitted=True)
+    ledger = _call(1, "eb", 2.0, ["probe_read"], (("search", "eb.1.1.3"),))
+    declared = Evidence(_hinted_history({"readOnlyHint": True}), ledger, _witness(WRITE, ran))
+    assert _v(check_recovery_turn(declared))["EFF-10"] is Verdict.INVALID
+    plain = Evidence(_hinted_history(None), ledger, _witness(WRITE, ran))  # no declaration: EFF-08's alone
+    assert _v(check_recovery_turn(plain))["EFF-10"] is Verdict.VALID  # (grep, registered unknown, not offered)
+    assert _v(check_recovery_turn(plain))["EFF-08"] is Verdict.INVALID
+
+
 def test_a_model_claim_does_not_make_a_call_read_only():
     asked = (("grep", "eb.1.1.1"),)
     ran = _e("eb.1.1.1", "grep", "unknown", started=2.1, finished=2.2, emitted=True)
