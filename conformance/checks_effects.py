@@ -18,7 +18,8 @@ state_probe that started before a restart and never emitted its result: nobody c
 - EFF-05: when the kit re-registered the write's tool with a safe class during the downtime, the recovery turn
   is still restricted: the class that counts is the one the write ran under, not today's registration;
 - EFF-03: the unknown write blocks neither investigation (the trusted reads that turn asks for run) nor
-  independent work (other sessions' tool calls answered after the restart run);
+  independent work (the tool calls of scripts the kit submitted to other sessions, answered after the restart,
+  run);
 - EFF-11: once the run settles, if its work went on after the restart (its script asked the provider again), the
   turn that made the unknown write has ended as interrupted, its effect still unresolved (the runtime's turns and
   tool calls, matched to the witness by the call's child pid);
@@ -37,6 +38,7 @@ from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _st
 from recoverykit.conformance.history import Fault, restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 from recoverykit.conformance.registrations import SAFE, declared_read_only, registry_at, safe
 from recoverykit.conformance.witness import Execution
 from recoverykit.model.catalogue import Verdict
@@ -194,6 +196,16 @@ def check_recovery_turn(ev: Evidence) -> list[ClauseResult]:
             for c, (none, held) in TURN_TEXTS.items()]
 
 
+def _sessions(ev: Evidence) -> dict[str, str]:
+    """script id -> the session the kit submitted it to (from the tags in each submit's text)."""
+    out: dict[str, str] = {}
+    for op in ev.history.ops:
+        if op.type == "invoke" and op.f == "submit" and op.value.get("session_id"):
+            for script in SCRIPT_TAG_RE.findall(op.value.get("text", "")):
+                out.setdefault(script, op.value["session_id"])
+    return out
+
+
 def _disturbed(ev: Evidence, after: float) -> bool:
     """A restart or a user stop after ``after``: a call answered then may legitimately never run."""
     return (any(f.time > after for f in restarts(ev.history))
@@ -207,6 +219,7 @@ def check_not_blocked(ev: Evidence) -> list[ClauseResult]:
         return [_result("EFF-03", Verdict.UNKNOWN, "no witness log, or the run never settled")]
     problems, reads, independent = [], 0, 0
     writers = {w.script for w in unknown_writes(ev)}
+    session = _sessions(ev)
     for w in unknown_writes(ev):
         first = recovery_request(ev, w)
         answered_at = (first.response or first.request)["time"] if first is not None else 0.0
@@ -220,7 +233,8 @@ def check_not_blocked(ev: Evidence) -> list[ClauseResult]:
                                         f"never ran (token {token}): investigation was blocked")
         for c in calls(ev.ledger):
             script = c.request.get("script_id")
-            if (script in writers or not c.delivered or c.request["time"] <= w.fault.time
+            if (script in writers or session.get(script) in (None, session.get(w.script)) or not c.delivered
+                    or c.request["time"] <= w.fault.time
                     or _disturbed(ev, c.response["time"])):
                 continue
             registry = registry_at(ev.history, c.request["time"])

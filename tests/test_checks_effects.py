@@ -19,17 +19,20 @@ TOOLS = [{"name": n, "effect_class": c} for n, c in (("probe_read", "read_only")
 UPGRADED = [t if t["name"] != "sync_notes" else {**t, "effect_class": "read_only"} for t in TOOLS]
 
 
-def _history(*, fault="tree_kill", killed=(1,), upgraded=False, settled=True, snapshot=None, stop_at=None):
+def _history(*, fault="tree_kill", killed=(1,), upgraded=False, settled=True, snapshot=None, stop_at=None,
+             other_session="s-ebi"):
     """start (the tools), a fault at 1.5, a start at 1.6 (tools upgraded or not), a settled observation at 9."""
     rec = Recorder(clock=lambda: rec.now)
     rec.now = 0.5
     rec.complete(rec.invoke("start", {"probe_tools": TOOLS}), "ok", {})
-    rec.complete(rec.invoke("submit", {"text": "[[rk-script:eb]] request 1"}), "ok", {"work_id": "w1"})
+    rec.complete(rec.invoke("submit", {"session_id": "s-eb", "text": "[[rk-script:eb]] request 1"}), "ok",
+                 {"work_id": "w1"})
     rec.now = 1.5
     rec.fault(fault, pids=list(killed))
     rec.now = 1.6
     rec.complete(rec.invoke("start", {"probe_tools": UPGRADED if upgraded else None}), "ok", {})
-    rec.complete(rec.invoke("submit", {"text": "[[rk-script:ebi]] request 1"}), "ok", {"work_id": "w2"})
+    rec.complete(rec.invoke("submit", {"session_id": other_session, "text": "[[rk-script:ebi]] request 1"}), "ok",
+                 {"work_id": "w2"})
     if stop_at is not None:
         rec.now = stop_at
         rec.complete(rec.invoke("end", {"work_id": "w1"}), "ok", {"work_id": "w1"})
@@ -155,6 +158,8 @@ def test_investigation_and_independent_work_go_on():
     assert _v(check_not_blocked(Evidence(_history(), ledger, _witness(WRITE, other)))) == {"EFF-03": Verdict.INVALID}
     ended = Evidence(_history(stop_at=3.0), ledger, _witness(WRITE))  # a user stop after: nothing to say
     assert _v(check_not_blocked(ended)) == {"EFF-03": Verdict.UNKNOWN}
+    same = Evidence(_history(other_session="s-eb"), ledger, _witness(WRITE, read))  # one session: related
+    assert _v(check_not_blocked(same)) == {"EFF-03": Verdict.VALID}  # the read counts; ebi's call is not judged
     unsettled = Evidence(_history(settled=False), ledger, _witness(WRITE))
     assert _v(check_not_blocked(unsettled)) == {"EFF-03": Verdict.UNKNOWN}
 
