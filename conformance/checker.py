@@ -18,6 +18,7 @@ from itertools import combinations
 from typing import Any
 
 from recoverykit.conformance.history import History, Observation, restarts
+from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 from recoverykit.conformance.witness import WitnessLog
@@ -126,7 +127,8 @@ def check_unknown_effects(ev: Evidence) -> list[ClauseResult]:
     """FA-15: a non-idempotent write is never re-run, whether by replaying its call or re-asking the model."""
     if ev.witness is None:
         return [_result("FA-15", Verdict.UNKNOWN, "no witness log")]
-    executions = [e for e in ev.witness.executions if e.effect_class == "unknown"]
+    # a tool registered without a class (protocol 1.2) is unknown by default: its writes count too
+    executions = [e for e in ev.witness.executions if e.effect_class in ("unknown", UNCLASSIFIED)]
     if not executions:
         return [_result("FA-15", Verdict.UNKNOWN, "no unknown-effect tool executed in this run")]
     approved = Counter()
@@ -516,6 +518,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_backoff import BACKOFF_CHECKS
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
     from recoverykit.conformance.checks_decisions import DECISION_CHECKS
+    from recoverykit.conformance.checks_effects import EFFECT_CHECKS
     from recoverykit.conformance.checks_executors import EXECUTOR_CHECKS
     from recoverykit.conformance.checks_fairness import FAIRNESS_CHECKS
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
@@ -529,7 +532,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_storage import STORAGE_CHECKS
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
-            *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *ACCEPTANCE_CHECKS)
+            *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *ACCEPTANCE_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -24,11 +24,8 @@ from typing import Any
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import calls
+from recoverykit.conformance.registrations import SAFE, registry_at, safe
 from recoverykit.model.catalogue import Verdict
-
-# The kit's probe tools and their effect classes (conformance/probe_tools.py): the trusted registry.
-PROBE_EFFECTS = {"probe_read": "read_only", "probe_idempotent": "idempotent", "probe_unknown": "unknown"}
-SAFE = {"read_only", "state_probe"}
 
 
 def _requests(ev: Evidence) -> list[Any]:
@@ -94,9 +91,9 @@ def check_restricted_after_unknown_write(ev: Evidence) -> list[ClauseResult]:
     reqs = _requests(ev)
     judged, problems = 0, []
     for f in faults:
+        # the class each write ran under is in its witness record (the kit's registration at execution)
         unknown = {e.probe_token.split(".")[0] for e in ev.witness.executions
-                   if PROBE_EFFECTS.get(e.tool, e.effect_class) not in SAFE and e.started < f.time
-                   and e.emitted is False}
+                   if e.effect_class not in SAFE and e.started < f.time and e.emitted is False}
         for script in sorted(unknown):
             first = next((c for c in reqs if c.request.get("script_id") == script and c.request["time"] > f.time),
                          None)
@@ -104,7 +101,8 @@ def check_restricted_after_unknown_write(ev: Evidence) -> list[ClauseResult]:
                 continue
             judged += 1
             offered = first.request.get("tools_offered") or []
-            unsafe = [t for t in offered if PROBE_EFFECTS.get(t, "unknown") not in SAFE]
+            registry = registry_at(ev.history, first.request["time"])
+            unsafe = [t for t in offered if not safe(registry, t)]
             if unsafe:
                 problems.append(f"request {first.request.get('request_id')} (script {script}, the first after the "
                                 f"restart at event {f.index}) offers {unsafe} while a write's outcome is unknown")

@@ -16,16 +16,21 @@ from recoverykit.conformance.protocol_rpcs import ProbeTool
 from recoverykit.model.catalogue import EffectClass
 
 PROBE_FILE = str(Path(__file__).with_name("probe.py"))
+# The class a probe registered without one (protocol 1.2: effect_class null) records in the witness log.
+UNCLASSIFIED = "unclassified"
 
 
-def probe_tool(name: str, effect_class: EffectClass | str, witness_path: str | os.PathLike, *,
-               broker_socket: str | None = None, version: str = "1", python: str | None = None) -> ProbeTool:
-    effect = EffectClass(effect_class)
+def probe_tool(name: str, effect_class: EffectClass | str | None, witness_path: str | os.PathLike, *,
+               broker_socket: str | None = None, version: str = "1", python: str | None = None,
+               plugin_hints: dict[str, bool] | None = None) -> ProbeTool:
+    """``effect_class`` None: a tool registered without a trusted class (a custom tool); ``plugin_hints``: what its
+    plugin declares about it (MCP tool annotations). Both for adapters speaking protocol 1.2 only."""
+    effect = None if effect_class is None else EffectClass(effect_class)
     argv = [python or sys.executable, "-I", "-S", PROBE_FILE, "--witness", os.fspath(witness_path), "--name", name,
-            "--effect-class", effect.value, "--tool-version", version]
+            "--effect-class", effect.value if effect else UNCLASSIFIED, "--tool-version", version]
     if broker_socket:
         argv += ["--broker", broker_socket]
-    return ProbeTool(name=name, argv=argv, effect_class=effect, version=version)
+    return ProbeTool(name=name, argv=argv, effect_class=effect, version=version, plugin_hints=plugin_hints)
 
 
 def standard_probe_tools(witness_path: str | os.PathLike, broker_socket: str | None = None) -> list[ProbeTool]:

@@ -54,6 +54,10 @@ CHANGELOG = """\
 - **1.2** (also): an old paused record (docs/adapter-guide.md, section 11), optional: `init_ok.legacy_paused_record`
   declares that the adapter can write one, and the request `plant_paused_record` (sent only then, while the
   runtime is down) writes it. Without the declaration the scenario `legacy_paused_record` is not applicable.
+- **1.2** (also): tools without a trusted class (docs/adapter-guide.md, section 2): a probe tool's
+  `effect_class` may be null and it may carry `plugin_hints` (what its plugin declares, as MCP tool
+  annotations do; never a class). Both are sent only to adapters answering 1.2 or later; a 1.1 adapter gets
+  every tool with a class, and EFF-07 then stays unknown.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -33,8 +33,15 @@ ResourceKind = Literal["model", "credentials", "working_dir", "tool_version"]
 class ProbeTool(Record):
     name: str = Field(description="The tool name the runtime registers.")
     argv: list[str] = Field(min_length=1, description="The command to execute (no shell); append arguments after it.")
-    effect_class: EffectClass = Field(description="Register the tool with exactly this effect class.")
+    effect_class: EffectClass | None = Field(
+        description="Register the tool with exactly this effect class. Since 1.2, sent only to adapters that speak "
+        "1.2 or later: null, a tool the kit registers without a trusted class, as a general shell, a third-party MCP "
+        "tool or a custom tool comes; register it as your runtime registers those (they default to `unknown`).")
     version: str = Field(description="The tool version; a change after restart is a resource change.")
+    plugin_hints: dict[str, bool] | None = Field(
+        None, description="Since 1.2, optional, sent only to adapters that speak 1.2 or later: what the tool's own "
+        "plugin declares about it, as an MCP server's tool annotations do (e.g. `{\"readOnlyHint\": true}`). A "
+        "declaration, not a registration: it never gives the tool an effect class.")
 
 
 class BudgetLimit(Record):

@@ -227,7 +227,8 @@ class Handler(BaseHTTPRequestHandler):
                    "chunks_sent": 0, "usage_style": plan.usage_style, "usage_billed": step.usage.as_openai(),
                    "usage_reported": None, "usage_chunks": 0, "response_id": plan.response_id,
                    "response_id_sent": False, "probe_tokens": tokens, "cut": None,
-                   "call_ids": [c["id"] for c in calls]}
+                   "call_ids": [c["id"] for c in calls], "tool_names": [c["function"]["name"] for c in calls],
+                   "read_only_claims": [bool(json.loads(c["function"]["arguments"]).get("read_only")) for c in calls]}
         try:
             if fault is not None and fault.kind == "error":
                 self._send_json(fault.status, error_body(fault.message, "server_error" if fault.status >= 500

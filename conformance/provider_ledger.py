@@ -12,13 +12,16 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
 - ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
 - ``{"event": "response", "seq", "time", "request_id", "response_id", "response_id_sent", "status",
   "stream", "delivered", "chunks_sent", "usage_style", "usage_billed", "usage_reported", "usage_chunks",
-  "probe_tokens", "cut"}``: ``delivered`` is true only when the whole response (for a stream, through
+  "probe_tokens", "cut", "call_ids", "tool_names", "read_only_claims"}``:
+  ``delivered`` is true only when the whole response (for a stream, through
   ``data: [DONE]``) was written; ``response_id_sent`` when some of the body carrying the id was;
   ``usage_billed`` is what the provider charges (the step's usage for any non-error reply, even one cut
   off, whatever the usage style); ``usage_reported`` is the last usage the client could have read (None
   when it saw none: always so in style ``none``, and in style ``final`` without ``include_usage``);
   ``usage_chunks`` how many usage objects it could have read (more than one only in style
-  ``cumulative``); ``refused`` (``model_not_found`` / ``invalid_api_key``) when a resource the kit took
+  ``cumulative``); ``call_ids``, ``tool_names`` and ``read_only_claims`` are the tool calls it carried, index by
+  index with ``probe_tokens`` (a claim: the model's arguments say ``"read_only": true``, as a model asked to
+  classify its own call would); ``refused`` (``model_not_found`` / ``invalid_api_key``) when a resource the kit took
   away answered it (404 / 401);
 - ``{"event": "resource_refused", "script_id", "model", "api_key_sha256"}`` and
   ``{"event": "resource_restored", "script_id"}``: the kit took a resource away from a script's requests,

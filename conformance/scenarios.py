@@ -660,6 +660,64 @@ def _needs_input_points(run: Run) -> str | None:
     return f"init_ok.failpoints lacks {', '.join(missing)}, where the kit crashes the runtime during a submit"
 
 
+# The tools of effect_boundary besides the standard probes: a custom write (registered without a class where the
+# adapter speaks protocol 1.2, else unknown), and two tools registered unknown whose names suggest reading (one
+# named like a built-in); the write's tool is re-registered read_only during downtime.
+BOUNDARY_WRITE = "sync_notes"
+BOUNDARY_TOOLS = ((BOUNDARY_WRITE, None), ("read_notes", "unknown"), ("grep", None))
+BOUNDARY_HINTS = {"grep": {"readOnlyHint": True}}  # grep's plugin declares it read-only, as MCP annotations do
+
+
+def _speaks(run: Run, version: tuple[int, int]) -> bool:
+    """Does the adapter speak at least protocol ``version`` (MAJOR, MINOR)?"""
+    try:
+        major, minor = (int(x) for x in run.init_ok.protocol_version.split(".")[:2])
+    except (AttributeError, ValueError):
+        return False
+    return (major, minor) >= version
+
+
+def _needs_start_tools(run: Run) -> str | None:
+    """effect_boundary registers its tools with ``start.probe_tools`` (protocol 1.1): None if the adapter takes it."""
+    if _speaks(run, (1, 1)):
+        return None
+    return (f"the adapter speaks protocol {run.init_ok.protocol_version}; the tools of effect_boundary are registered "
+            "with start.probe_tools (protocol 1.1)")
+
+
+def drive_effect_boundary(run: Run) -> list[ClauseResult]:
+    """A custom write registered without a class (so unknown by default; an adapter older than protocol 1.2 gets
+    it as unknown), a tree kill while it holds its result, and during the downtime its tool is re-registered
+    read_only (version 2). The recovery turn's answer asks for ``read_notes`` (registered unknown) and ``grep``
+    (registered without a class, its plugin declaring it read-only), the model claiming both read-only, and for
+    ``probe_read``; another session, submitted once the restarted runtime
+    settled (the write's recovery done), asks for ``probe_idempotent``. A changed tool may make the work wait: the
+    user accepts it (Resume). The checks (``checks_effects``) read it all from the ledger, the witness and the
+    history."""
+    from recoverykit.conformance.probe_tools import probe_tool
+
+    bare = _speaks(run, (1, 2))  # a tool without a class (ProbeTool.effect_class null) is protocol 1.2
+    tools = [*run.probe_tools, *(probe_tool(name, cls if cls or bare else "unknown", run.witness_path,
+                                            plugin_hints=BOUNDARY_HINTS.get(name) if bare else None)
+                                 for name, cls in BOUNDARY_TOOLS)]
+    run.start(probe_tools=tools)
+    work_id = submit(run, "eb")
+    run.wait_witness(lambda e: e.tool == BOUNDARY_WRITE and e.done, timeout_s=SETTLE_S)
+    run.observe()
+    run.kill("tree_kill")
+    run.release_probes()
+    upgraded = [probe_tool(t.name, "read_only", run.witness_path, version="2") if t.name == BOUNDARY_WRITE else t
+                for t in tools]
+    run.start(probe_tools=upgraded)
+    run.settle(SETTLE_S)  # the write's recovery is done (its outcome recorded unknown) before the other session
+    submit(run, "ebi", session="s-ebi")
+    _, settled = run.settle(SETTLE_S)
+    if (item(settled, work_id) or {}).get("status") == "waiting":
+        run.op("resume", work_id=work_id)
+        run.settle(SETTLE_S)
+    return []
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -743,7 +801,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                                                                   "tool.result.commit.after", "usage.persist.after"))),
     Scenario("chat_long_tool", "chat with a long-running tool child, worker killed while it runs", _CHAT,
              (script("long", tool_step("probe_unknown", {"sleep_s": 1.5}), text_step()),), ("probe_unknown",),
-             ("FA-15", "CTL-03", "RI-02", "OWN-06", "OWN-01"), drive_long_tool,
+             ("FA-15", "CTL-03", "RI-02", "OWN-06", "OWN-01", "OWN-07"), drive_long_tool,
              Chaos(kinds=(_K.WORKER_KILL,), points=("tool.running", "tool.dispatch.after"), clauses=("FA-15",))),
     Scenario("multi_session", "three sessions recovered together (one owner each, nothing twice)", _CHAT,
              tuple(script(f"ms{i}", text_step(faults=HOLD_FIRST if i == 1 else None), usage="none")
@@ -858,6 +916,23 @@ SCENARIOS: tuple[Scenario, ...] = (
                  "duplicate_call_ids": True}, text_step(), usage="final"),), ("probe_unknown",),
              ("CTX-11", "INP-01", "UI-05"), drive_duplicate_call_ids,
              Chaos(none="the fault is the provider's response itself; no restart is involved")),
+    Scenario("effect_boundary", "an unknown custom write is cut off by a kill and its tool re-registered read_only; "
+             "the recovery turn offers and runs only tools registered safe, whatever their names or the model's "
+             "claims, while investigation and another session's work go on", _CHAT,
+             (script("eb", tool_step(BOUNDARY_WRITE, {"hold": True}),
+                     {"text": "read_notes and grep only read: they are read-only.", "tool_calls": [
+                         {"name": "read_notes", "arguments": {"read_only": True}},
+                         {"name": "grep", "arguments": {"read_only": True}},
+                         {"name": "probe_read", "arguments": {}}],
+                      "usage": {"prompt_tokens": 30, "completion_tokens": 9}},
+                     text_step("done eb"), usage="final"),
+              script("ebi", tool_step("probe_idempotent"), text_step("done ebi"), usage="final")),
+             (BOUNDARY_WRITE, "read_notes", "grep", "probe_read", "probe_idempotent"),
+             # EFF-07 is judged too, but only of adapters speaking protocol 1.2 (a tool without a class): not required
+             ("EFF-03", "EFF-05", "EFF-06", "EFF-08", "EFF-10", "EFF-11", "INP-01"), drive_effect_boundary,
+             Chaos(none="the tools are registered by the drive's own starts (start.probe_tools), which chaos's cases "
+                        "do not make; chat_unknown_write's chaos cells interrupt the same unknown write"),
+             _needs_start_tools),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

@@ -105,7 +105,7 @@ class Adapter:
 
     def op_init(self, req: dict) -> dict:
         data_dir = Path(req["data_dir"])
-        tools = [ToolSpec(t["name"], list(t["argv"]), t["effect_class"], t["version"]) for t in req["probe_tools"]]
+        tools = [ToolSpec.registered(t) for t in req["probe_tools"]]
         existing = data_dir / "config.json"
         cfg = Config.load(data_dir) if existing.exists() else Config(data_dir=str(data_dir))
         cfg.provider_base_url, cfg.tools = req["provider_base_url"], tools
@@ -133,8 +133,7 @@ class Adapter:
             if req.get(key) is not None:
                 setattr(cfg, key, req[key])
         if req.get("probe_tools") is not None:  # the tools as they are now (a version may have changed)
-            cfg.tools = [ToolSpec(t["name"], list(t["argv"]), t["effect_class"], t["version"])
-                         for t in req["probe_tools"]]
+            cfg.tools = [ToolSpec.registered(t) for t in req["probe_tools"]]
         cfg.save()
 
     def op_stop(self, req: dict) -> dict:

@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 EFFECT_CLASSES = ("read_only", "idempotent", "state_probe", "unknown")
+# A tool registered without a trusted class (a general shell, a third-party MCP tool, a custom tool): seed 000,
+# "General shell, third-party MCP, and custom tools default to unknown."
+DEFAULT_EFFECT_CLASS = "unknown"
 SAFE_FOR_RECOVERY = ("read_only", "state_probe")
 
 
@@ -25,6 +28,11 @@ class ToolSpec:
     argv: list[str]
     effect_class: str
     version: str
+
+    @classmethod
+    def registered(cls, t: dict) -> ToolSpec:
+        """A tool as the kit registers it (``init``/``start``); no class given: the default for custom tools."""
+        return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"])
 
     def identity(self) -> dict:
         return {"argv": list(self.argv), "version": self.version}

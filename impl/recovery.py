@@ -206,7 +206,10 @@ def decide(ctx: Ctx, item: dict, gen: int, recovering: bool) -> str | None:
         for c in rows(ctx.db, "SELECT DISTINCT tool_name, impl_identity FROM tool_calls WHERE work_id=? AND"
                               " status IN ('dispatched','outcome_unknown')", (work_id,)):
             spec = registry.get(c["tool_name"])
-            if spec is None or json.loads(c["impl_identity"]) != spec.identity():
+            # the user's Resume accepted the tool as it is now (resources.accept_tools): the old call keeps the
+            # class and identity it ran under, and the new turn its restrictions, but the work may go on
+            if spec is None or (json.loads(c["impl_identity"]) != spec.identity()
+                                and resources.accepted_identity(ctx.db, work_id, c["tool_name"]) != spec.identity()):
                 hold = ("waiting", "resource_tool_version_changed",
                         f"tool {c['tool_name']} changed since its unreconciled call was made "
                         f"(was {c['impl_identity']})", ("Retry", "Pause", "End"))

@@ -235,6 +235,22 @@ def test_missing_resources_are_explicit_waits_with_actions(tmp_path, case, monke
     assert one(ctx.db, "SELECT released FROM leases")["released"] == 1
 
 
+def test_resume_accepting_a_changed_tool_lets_the_work_go_on_still_restricted(tmp_path):
+    """The Retry a changed tool's wait offers works: the user accepts the tool as it is now, and the work goes on,
+    its next turn restricted by the class the unknown write ran under (not by the tool's new registration)."""
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    recovery.repair(ctx, item(ctx, work_id), gen, _turn_with_calls(ctx, work_id, gen), "interrupted")
+    ctx.cfg.tools = [ToolSpec("probe_unknown", ["/bin/true"], "read_only", "2"), TOOLS[1]]
+    ctx.cfg.save()
+    assert recovery.decide(ctx, item(ctx, work_id), gen, recovering=True) == "resource_tool_version_changed"
+    control.control(ctx.db, "resume", work_id, ctx.cfg)
+    gen = recovery.claim(ctx, work_id)
+    assert recovery.decide(ctx, item(ctx, work_id), gen, recovering=False) is None
+    assert recovery.admit(ctx, item(ctx, work_id), gen, recovery=False)["restricted"] == 1
+
+
 def test_automatic_recovery_disabled_is_honoured_until_resume(tmp_path):
     ctx = make_ctx(tmp_path, automatic_recovery=False)
     work_id = submit(ctx)
