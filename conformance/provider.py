@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 import sys
@@ -417,7 +418,8 @@ def _join(threads: list[threading.Thread], seconds: float) -> None:
 def _conversation(body: dict[str, Any]) -> dict[str, Any]:
     """What the request carried, compactly: role counts, answered tool calls, a digest of the messages, the
     tools offered (by name) and each message's shape (role, the call ids it makes or answers, its text's
-    length, digest and first characters): the kit's own record of the history the runtime sent."""
+    length, digest and first characters, the probe tokens its text names): the kit's own record of the history
+    the runtime sent."""
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     roles: dict[str, int] = {}
     for m in messages:
@@ -442,7 +444,13 @@ def _shape(m: dict[str, Any]) -> dict[str, Any]:
     calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
     return {"role": str(m.get("role")), "calls": [str(c.get("id")) for c in calls if isinstance(c, dict)],
             "answers": m.get("tool_call_id"), "len": len(text), "head": text[:160],
-            "sha": hashlib.sha256(text.encode()).hexdigest()[:16]}
+            "sha": hashlib.sha256(text.encode()).hexdigest()[:16],
+            "probe_tokens": PROBE_TOKEN_RE.findall(text)[:8]}
+
+
+# A probe's result names its token (``probe``: one JSON line with sorted keys): the kit recognises a real result
+# anywhere in a message's text, whatever the runtime wrapped around it.
+PROBE_TOKEN_RE = re.compile(r'"probe_token":\s*"([A-Za-z0-9_.\-]+)"')
 
 
 def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:

@@ -46,7 +46,10 @@ def tool_calls_of(plan: Planned) -> list[dict[str, Any]]:
         token = f"{plan.script.id}.{plan.step_index}.{plan.attempt}.{i}"
         arguments = {"probe_token": token, **call.arguments}
         n = 0 if plan.step.duplicate_call_ids else i
-        out.append({"id": f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{n}".replace(".", "_"),
+        # ``reuse_call_ids``: ids repeat from response to response (call_0, call_1, ...), as some servers' are
+        call_id = (f"call_{n}" if plan.script.reuse_call_ids
+                   else f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{n}")
+        out.append({"id": call_id.replace(".", "_"),
                     "type": "function", "function": {"name": call.name, "arguments": json.dumps(arguments)}})
     return out
 

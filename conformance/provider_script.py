@@ -140,6 +140,9 @@ class Script(_Strict):
     usage_style: UsageStyle | None = Field(None, description="how usage is reported; None: final (as OpenAI)")
     cumulative_usage: bool | None = Field(None, description="old form of usage_style: true cumulative, false final")
     when_exhausted: Literal["error", "repeat_last"] = "error"
+    reuse_call_ids: bool = Field(False, description="every response names its calls call_0, call_1, ... so ids repeat "
+                                                    "from one response to the next, as some OpenAI-compatible servers' "
+                                                    "do (a history must match each result to its nearest call, CTX-06)")
 
     @model_validator(mode="after")
     def _one_style(self) -> Script:

@@ -1,0 +1,289 @@
+"""Context repair judged from what the kit saw: the provider's record of every request, the probes' witness log.
+
+After a crash the runtime repairs its history and asks the model again; the scripted provider records what it
+was sent (``checks_requests`` reads the same record). The kit knows every call it made: the k-th assistant
+message of a request is its script's step k (that is how the provider picks the step), the i-th call of that
+message is that step's i-th call, whose probe token the provider's response record names; a probe's real result
+names its token (``provider._shape``'s ``probe_tokens``), and the witness log says whether that probe ran and
+whether it ever wrote its result. So for each call slot (script, step, index) in each request the kit knows if
+the runtime sent the real result, another call's real result, or a text of its own (a placeholder, a refusal):
+
+- CTX-01: a request after a restart carries the script's user input no more often than it was submitted (the
+  recovery turn does not re-append the input);
+- CTX-02: after a restart, no call whose real result the provider had already been sent, and no unsafe call
+  whose outcome the restart left unknown, runs again as the same call (the same probe token: replayed from a
+  checkpoint, not asked of the model again, which is FA-15's business): the checkpoint recovery resumed from
+  covers committed effects and replays no unknown write;
+- CTX-04: a call's real result, once sent, is sent in every later request that carries the call (never
+  displaced by a placeholder); and no usage receipt is fabricated (a known one names an attempt the provider
+  saw, with no more tokens than it billed);
+- CTX-06: each result goes to its nearest call: a real result never answers another call, and when call ids
+  repeat across responses, a later call's answer never displaces an earlier call's;
+- CTX-07: a call whose result went missing across a restart (its probe never wrote one) is answered by the same
+  text in every request (a deterministic placeholder);
+- CTX-12: the repaired history grants no execution: after a restart that left an unsafe write's outcome unknown,
+  no unsafe tool of that script runs without an approval.
+
+A run that sent no request the clause needs says nothing: unknown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
+from recoverykit.conformance.checks_requests import PROBE_EFFECTS, SAFE
+from recoverykit.conformance.history import restarts
+from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_script import SCRIPT_TAG_RE, script_tag
+from recoverykit.model.catalogue import Verdict
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One call of one request's history, and what the request answered it with."""
+
+    request: dict[str, Any]
+    script: str
+    step: int
+    index: int
+    call_id: str
+    token: str | None  # the probe token the provider gave this call (None: no delivered response for the step)
+    answer: dict[str, Any] | None  # the tool message answering it (None: not answered in this request)
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.script, self.step, self.index)
+
+    @property
+    def real(self) -> bool:
+        return self.answer is not None and self.token is not None and self.token in self.answer.get("probe_tokens", [])
+
+    @property
+    def foreign(self) -> list[str]:
+        """Other calls' real results sent as this call's."""
+        return [t for t in (self.answer or {}).get("probe_tokens", []) if t != self.token]
+
+
+def _requests(ev: Evidence) -> list[Call]:
+    return [c for c in calls(ev.ledger) if isinstance(c.request.get("messages"), list) and c.request.get("script_id")]
+
+
+def _tokens_by_step(ev: Evidence) -> dict[tuple[str, int], list[tuple[float, list[str], list[str]]]]:
+    """(script, step) -> [(time delivered, probe tokens, call ids)] of its delivered responses."""
+    out: dict[tuple[str, int], list[tuple[float, list[str], list[str]]]] = defaultdict(list)
+    for c in calls(ev.ledger):
+        if c.delivered and c.response.get("probe_tokens"):
+            out[(c.request.get("script_id"), c.request.get("step"))].append(
+                (c.response["time"], c.response["probe_tokens"], c.response.get("call_ids") or []))
+    return out
+
+
+def slots(ev: Evidence) -> list[Slot]:
+    """Every call slot of every recorded request, in request order."""
+    delivered = _tokens_by_step(ev)
+    out = []
+    for c in _requests(ev):
+        messages, script = c.request["messages"], c.request["script_id"]
+        step = -1
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            step += 1
+            if not m["calls"] or len(set(m["calls"])) != len(m["calls"]):
+                continue  # duplicate ids within one response are CTX-11's business
+            before = [d for d in delivered.get((script, step), []) if d[0] <= c.request["time"] and d[2] == m["calls"]]
+            tokens = before[-1][1] if before else []
+            block = []
+            for f in messages[i + 1:]:
+                if f["role"] != "tool":
+                    break
+                block.append(f)
+            for n, call_id in enumerate(m["calls"]):
+                answer = next((f for f in block if f.get("answers") == call_id), None)
+                out.append(Slot(c.request, script, step, n, call_id, tokens[n] if n < len(tokens) else None, answer))
+    return out
+
+
+def _emitted(ev: Evidence) -> set[str]:
+    return {e.probe_token for e in ev.witness.executions if e.emitted} if ev.witness is not None else set()
+
+
+def _verdict(clause_id: str, problems: list[str], judged: int, nothing: str, held: str) -> ClauseResult:
+    if problems:
+        return _result(clause_id, Verdict.INVALID, problems[0], problems)
+    if not judged:
+        return _result(clause_id, Verdict.UNKNOWN, nothing)
+    return _result(clause_id, Verdict.VALID, held.format(judged))
+
+
+def check_repaired_slots(ev: Evidence) -> list[ClauseResult]:
+    """CTX-04 (real results win), CTX-06 (nearest call), CTX-07 (deterministic placeholder) from the slots."""
+    all_slots = [s for s in slots(ev) if s.token is not None]
+    faults = restarts(ev.history)
+    emitted = _emitted(ev)
+    by_key: dict[tuple[str, int, int], list[Slot]] = defaultdict(list)
+    for s in all_slots:
+        by_key[s.key].append(s)
+    lost_real, misplaced, displaced, unstable = [], [], [], []
+    judged = {"CTX-04": 0, "CTX-06": 0, "CTX-07": 0}
+    for key, seq in by_key.items():
+        first_real = next((n for n, s in enumerate(seq) if s.real), None)
+        if first_real is not None and len(seq) > first_real + 1:
+            judged["CTX-04"] += 1
+            for s in seq[first_real + 1:]:
+                if not s.real:
+                    lost_real.append(f"request {s.request.get('request_id')}: call {s.call_id} (script {key[0]} step "
+                                     f"{key[1]}) is answered with {_said(s)} although its real result was sent in "
+                                     f"request {seq[first_real].request.get('request_id')}")
+        # a missing result: the probe never wrote one, and a restart fell between the call and the request
+        missing = [s for s in seq if s.answer is not None and not s.real and not s.foreign and s.token not in emitted
+                   and any(f.time < s.request["time"] for f in faults)]
+        if len(missing) > 1:
+            judged["CTX-07"] += 1
+            texts = list(dict.fromkeys(s.answer["sha"] for s in missing))
+            if len(texts) > 1:
+                changed = next(s for s in missing if s.answer["sha"] != texts[0])
+                unstable.append(f"call {missing[0].call_id} (script {key[0]} step {key[1]}), whose result went "
+                                f"missing, is answered with {_said(missing[0])} in request "
+                                f"{missing[0].request.get('request_id')} but {_said(changed)} in request "
+                                f"{changed.request.get('request_id')}")
+    for s in all_slots:
+        if s.foreign:
+            misplaced.append(f"request {s.request.get('request_id')}: call {s.call_id} (script {s.script} step "
+                             f"{s.step}, token {s.token}) is answered with the real result of {s.foreign}")
+    for rid, group in _by_request(all_slots).items():
+        ids = defaultdict(list)
+        for s in group:
+            ids[s.call_id].append(s)
+        for call_id, same in ids.items():
+            if len(same) < 2:
+                continue
+            judged["CTX-06"] += 1
+            for early, late in pairwise(same):
+                earlier = [x for x in by_key[early.key] if x.request["time"] < early.request["time"] and x.answer]
+                if (early.answer and late.answer and early.answer["sha"] == late.answer["sha"] and earlier
+                        and earlier[-1].answer["sha"] != early.answer["sha"]):
+                    displaced.append(f"request {rid}: call id {call_id} of step {early.step} is answered with step "
+                                     f"{late.step}'s answer ({_said(late)}); request "
+                                     f"{earlier[-1].request.get('request_id')} answered it {_said(earlier[-1])}")
+    return [
+        _verdict("CTX-04", lost_real + _fabricated_usage(ev), judged["CTX-04"],
+                 "no call's real result was sent in two requests", "{} call(s) kept their real result once sent"),
+        _verdict("CTX-06", misplaced + displaced, judged["CTX-06"] if not misplaced else 1,
+                 "no request carried one call id in two responses",
+                 "{} reused call id(s): every result went to its nearest call"),
+        _verdict("CTX-07", unstable, judged["CTX-07"], "no call's missing result was answered in two requests",
+                 "{} call(s) with no real result across a restart: the same answer in every request"),
+    ]
+
+
+def _said(s: Slot) -> str:
+    return f"{s.answer['head'][:60]!r} (sha {s.answer['sha']})" if s.answer else "nothing"
+
+
+def _by_request(all_slots: list[Slot]) -> dict[str, list[Slot]]:
+    out: dict[str, list[Slot]] = defaultdict(list)
+    for s in all_slots:
+        out[f"{s.request.get('seq')}:{s.request.get('request_id')}"].append(s)
+    return out
+
+
+def _fabricated_usage(ev: Evidence) -> list[str]:
+    """Known usage in the settled receipts that names no attempt the provider saw, or exceeds what it billed."""
+    final = ev.history.final_observation()
+    receipts = (final.snapshot.get("usage_receipts") or []) if final is not None and final.quiescent else []
+    attempts = {i: c for c in calls(ev.ledger) for i in c.ids()}
+    out = []
+    for r in receipts:
+        if r.get("usage") not in ("known", "partial"):
+            continue
+        c = attempts.get(r.get("request_id"))
+        got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
+        billed = (c.usage_billed or {}) if c is not None else {}
+        most = (billed.get("prompt_tokens") or 0) + (billed.get("completion_tokens") or 0)
+        if c is None or got > most:
+            out.append(f"receipt {r.get('request_id')} says {r.get('usage')} {got} tokens; the provider billed "
+                       f"{most if c is not None else 'no such attempt'} (fabricated usage)")
+    return out
+
+
+def check_input_once(ev: Evidence) -> list[ClauseResult]:
+    """CTX-01: a request after a restart carries the script's input no more often than it was submitted."""
+    faults = restarts(ev.history)
+    submitted: dict[str, list[float]] = defaultdict(list)
+    for invoke, done in ev.history.completions():
+        if invoke.f == "submit" and (done is None or done.type != "fail"):
+            for script in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
+                submitted[script].append(invoke.time)
+    problems, judged = [], 0
+    for c in _requests(ev):
+        script, t = c.request["script_id"], c.request["time"]
+        if script not in submitted or not any(f.time < t for f in faults):
+            continue
+        judged += 1
+        tag = script_tag(script)
+        sent = sum(1 for m in c.request["messages"] if m["role"] == "user" and tag in m["head"])
+        allowed = sum(1 for s in submitted[script] if s < t)
+        if sent > allowed:
+            problems.append(f"request {c.request.get('request_id')} after a restart carries script {script}'s input "
+                            f"{sent} times; it was submitted {allowed} time(s): the recovery re-appended it")
+    return [_verdict("CTX-01", problems, judged, "no request followed a restart",
+                     "{} request(s) after a restart: the input sent as often as it was submitted")]
+
+
+def _unsafe(e: Any) -> bool:
+    return PROBE_EFFECTS.get(e.tool, e.effect_class) not in SAFE
+
+
+def check_no_replay(ev: Evidence) -> list[ClauseResult]:
+    """CTX-02: nothing committed or unknown before a restart runs again after it; CTX-12: the repair grants no
+    execution of an unsafe tool while a write's outcome is unknown (approvals aside)."""
+    if ev.witness is None:
+        return [_result(i, Verdict.UNKNOWN, "no witness log") for i in ("CTX-02", "CTX-12")]
+    faults = restarts(ev.history)
+    execs = ev.witness.executions
+    sent_real: dict[str, float] = {}
+    for s in slots(ev):
+        if s.real:
+            sent_real.setdefault(s.token, s.request["time"])
+    final = ev.history.final_observation()
+    approved = {a.get("work_id") for a in (final.snapshot.get("approvals") or [] if final is not None else [])
+                if a.get("status") in ("approved", "consumed")}
+    work_of = ev.work_of_script()
+    replayed, granted = [], []
+    judged = {"CTX-02": 0, "CTX-12": 0}
+    for f in faults:
+        before = [e for e in execs if e.started < f.time]
+        after = [e for e in execs if e.started > f.time]
+        # the same token again is the old call replayed from a checkpoint (asking the model again is a new token)
+        covered = {e.probe_token for e in before
+                   if sent_real.get(e.probe_token, float("inf")) < f.time or (_unsafe(e) and not e.emitted)}
+        judged["CTX-02"] += len(covered)
+        for e in after:
+            if e.probe_token in covered:
+                replayed.append(f"{e.tool} call {e.probe_token} ran again (pid {e.pid}) after the "
+                                f"{f.kind} at event {f.index}, though its effect was committed or unknown before it")
+        unknown = {e.probe_token.split(".")[0] for e in before if _unsafe(e) and not e.emitted}
+        for script in sorted(unknown):
+            if work_of.get(script) in approved:
+                continue
+            judged["CTX-12"] += 1
+            for e in after:
+                if e.probe_token.split(".")[0] == script and _unsafe(e):
+                    granted.append(f"{e.tool} call {e.probe_token} ran after the {f.kind} at event {f.index} left "
+                                   f"script {script}'s write unknown, with no approval: the repair granted it")
+    return [
+        _verdict("CTX-02", replayed, judged["CTX-02"], "no call was committed or left unknown before a restart",
+                 "{} call(s) committed or unknown before a restart: none ran again"),
+        _verdict("CTX-12", granted, judged["CTX-12"], "no restart left an unsafe write unknown",
+                 "{} restart(s) left a write unknown: no unsafe tool ran without an approval"),
+    ]
+
+
+REPAIR_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
+    kit_evidence(check_repaired_slots), kit_evidence(check_input_once), kit_evidence(check_no_replay))
