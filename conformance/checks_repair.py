@@ -15,8 +15,8 @@ the runtime sent the real result, another call's real result, or a text of its o
   checkpoint, not asked of the model again, which is FA-15's business): the checkpoint recovery resumed from
   covers committed effects and replays no unknown write;
 - CTX-04: a call's real result, once sent, is sent in every later request that carries the call (never
-  displaced by a placeholder); and no usage receipt is fabricated (a known one names an attempt the provider
-  saw, with no more tokens than it billed);
+  displaced by a placeholder); and no usage receipt is fabricated (a known or partial one names an attempt the
+  provider saw, with no more tokens than the provider reported to the client);
 - CTX-06: each result goes to its nearest call: a real result never answers another call, and when call ids
   repeat across responses, a later call's answer never displaces an earlier call's;
 - CTX-07: a call whose result went missing across a restart (its probe never wrote one) is answered by the same
@@ -136,7 +136,7 @@ def check_repaired_slots(ev: Evidence) -> list[ClauseResult]:
         if first_real is not None and len(seq) > first_real + 1:
             judged["CTX-04"] += 1
             for s in seq[first_real + 1:]:
-                if not s.real:
+                if s.answer is not None and not s.real:  # an answer apart from its call is CTX-08's business
                     lost_real.append(f"request {s.request.get('request_id')}: call {s.call_id} (script {key[0]} step "
                                      f"{key[1]}) is answered with {_said(s)} although its real result was sent in "
                                      f"request {seq[first_real].request.get('request_id')}")
@@ -194,7 +194,8 @@ def _by_request(all_slots: list[Slot]) -> dict[str, list[Slot]]:
 
 
 def _fabricated_usage(ev: Evidence) -> list[str]:
-    """Known usage in the settled receipts that names no attempt the provider saw, or exceeds what it billed."""
+    """Known usage in the settled receipts that names no attempt the provider saw, or more than it reported (the
+    client cannot know tokens it was never told: an estimate is not a known value)."""
     final = ev.history.final_observation()
     receipts = (final.snapshot.get("usage_receipts") or []) if final is not None and final.quiescent else []
     attempts = {i: c for c in calls(ev.ledger) for i in c.ids()}
@@ -204,11 +205,11 @@ def _fabricated_usage(ev: Evidence) -> list[str]:
             continue
         c = attempts.get(r.get("request_id"))
         got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
-        billed = (c.usage_billed or {}) if c is not None else {}
-        most = (billed.get("prompt_tokens") or 0) + (billed.get("completion_tokens") or 0)
-        if c is None or got > most:
-            out.append(f"receipt {r.get('request_id')} says {r.get('usage')} {got} tokens; the provider billed "
-                       f"{most if c is not None else 'no such attempt'} (fabricated usage)")
+        reported = (c.usage_reported or {}) if c is not None else {}
+        most = (reported.get("prompt_tokens") or 0) + (reported.get("completion_tokens") or 0)
+        if c is None or not reported or got > most:
+            out.append(f"receipt {r.get('request_id')} says {r.get('usage')} {got} tokens; the provider reported "
+                       f"{most if reported else 'none'}{'' if c is not None else ' (no such attempt)'}: fabricated")
     return out
 
 
