@@ -21,6 +21,8 @@ the runtime sent the real result, another call's real result, or a text of its o
   repeat across responses, a later call's answer never displaces an earlier call's;
 - CTX-07: a call whose result went missing across a restart (its probe never wrote one) is answered by the same
   text in every request (a deterministic placeholder);
+- CTX-10: a response cut off mid-stream while the runtime lived is kept in the next request: its partial text
+  (the provider's ``text_sent``) with an interruption marker;
 - CTX-12: the repaired history grants no execution: after a restart that left an unsafe write's outcome unknown,
   no unsafe tool of that script runs without an approval.
 
@@ -286,5 +288,40 @@ def check_no_replay(ev: Evidence) -> list[ClauseResult]:
     ]
 
 
+def check_interrupted_response(ev: Evidence) -> list[ClauseResult]:
+    """CTX-10: the next request after a response cut off mid-stream (the runtime lived through the cut) carries the
+    partial text the provider had sent, as an assistant message, with an interruption marker (more text in that
+    message, or a system message right after it). The chat-completions wire has no reasoning signature for a
+    runtime to reuse, so that half holds by construction here."""
+    faults = restarts(ev.history)
+    reqs = _requests(ev)
+    problems, judged = [], 0
+    for c in calls(ev.ledger):
+        partial = (c.response or {}).get("text_sent") or ""
+        if c.delivered or not partial or not c.response.get("script_id") or c.response.get("status") != 200:
+            continue
+        cut_at, script = c.response["time"], c.response["script_id"]
+        nxt = next((r for r in reqs if r.request["script_id"] == script and r.request["time"] > cut_at), None)
+        if nxt is None or any(cut_at <= f.time < nxt.request["time"] for f in faults):
+            continue  # never asked again, or the runtime died holding the fragment (unpersisted: nothing to keep)
+        judged += 1
+        messages = nxt.request["messages"]
+        kept = [i for i, m in enumerate(messages) if m["role"] == "assistant" and not m["calls"]
+                and m["head"].startswith(partial[:160])]
+        rid = nxt.request.get("request_id")
+        if not kept:
+            problems.append(f"request {rid}, the next after response {c.request.get('request_id')} was cut off "
+                            f"mid-stream, drops the partial text the runtime received ({partial[:60]!r})")
+            continue
+        i = kept[-1]
+        marked = messages[i]["len"] > len(partial) or (i + 1 < len(messages) and messages[i + 1]["role"] == "system")
+        if not marked:
+            problems.append(f"request {rid} sends the partial text {partial[:60]!r} of a response cut off mid-stream "
+                            "with no interruption marker, as if it were a complete answer")
+    return [_verdict("CTX-10", problems, judged, "no response was cut off mid-stream while the runtime lived",
+                     "{} response(s) cut off mid-stream: the next request kept the partial text with a marker")]
+
+
 REPAIR_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
-    kit_evidence(check_repaired_slots), kit_evidence(check_input_once), kit_evidence(check_no_replay))
+    kit_evidence(check_repaired_slots), kit_evidence(check_input_once), kit_evidence(check_no_replay),
+    kit_evidence(check_interrupted_response))

@@ -230,7 +230,7 @@ class Handler(BaseHTTPRequestHandler):
                    "chunks_sent": 0, "usage_style": plan.usage_style, "usage_billed": step.usage.as_openai(),
                    "usage_reported": None, "usage_chunks": 0, "response_id": plan.response_id,
                    "response_id_sent": False, "probe_tokens": tokens, "cut": None,
-                   "call_ids": [c["id"] for c in calls]}
+                   "call_ids": [c["id"] for c in calls], "script_id": plan.script.id, "text_sent": ""}
         try:
             if fault is not None and fault.kind == "error":
                 self._send_json(fault.status, error_body(fault.message, "server_error" if fault.status >= 500
@@ -276,7 +276,7 @@ class Handler(BaseHTTPRequestHandler):
             payload["usage"] = usage
         self._send_json(200, payload, plan.request_id)
         outcome.update(delivered=True, chunks_sent=1, usage_reported=usage, usage_chunks=int(usage is not None),
-                       response_id_sent=True)
+                       response_id_sent=True, text_sent=plan.step.text or "")
 
     def _stream(self, plan: Planned, body: dict, calls: list, fault: Any, outcome: dict) -> None:
         step = plan.step
@@ -316,6 +316,9 @@ class Handler(BaseHTTPRequestHandler):
                 self._maybe_fault(plan, fault, i)
             self._write_event(json.dumps(chunk))
             outcome.update(chunks_sent=i + 1, response_id_sent=True)
+            piece = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+            if isinstance(piece, str):
+                outcome["text_sent"] += piece
             if chunk.get("usage"):
                 outcome["usage_reported"] = chunk["usage"]
                 outcome["usage_chunks"] += 1

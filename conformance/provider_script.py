@@ -3,9 +3,10 @@
 A request picks its script by a tag anywhere in its messages' text, ``[[rk-script:<id>]]`` (the
 kit puts it in the user's input), and its step by the number of assistant messages already in the
 request: the first call of a turn gets step 0, the call after one tool round trip gets step 1, and
-so on. Replaying the same conversation therefore always gets the same reply, whatever the runtime
-restarted in between; the ``attempt`` (how many times that script step was requested) only selects
-faults, so "first attempt fails, the retry succeeds" is scriptable.
+so on (an assistant message that keeps the partial text of a response the provider cut off is an interrupted
+response, not a step: ``ScriptedProvider`` discounts it). Replaying the same conversation therefore always gets
+the same reply, whatever the runtime restarted in between; the ``attempt`` (how many times that script step
+was requested) only selects faults, so "first attempt fails, the retry succeeds" is scriptable.
 
 How usage is reported (``usage_style``, per script, a step may override it; see ``USAGE_STYLES``):
 ``final`` as OpenAI does, ``cumulative`` running totals in every chunk, ``none`` never. The old

@@ -490,6 +490,14 @@ def drive_repair_twice(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_interrupted_stream(run: Run) -> list[ClauseResult]:
+    """The provider cuts a streamed answer off after part of its text; the runtime, alive, asks again."""
+    run.start()
+    submit(run, "cut")
+    run.settle(SETTLE_S)
+    return []
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -665,6 +673,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(kinds=(_K.TREE_KILL, _K.CRASH_DURING_RECOVERY),
                    points=("tool.finished.uncommitted", "provider.request.inflight", "recovery.repair.after"),
                    clauses=("CTX-03", "CTX-07"))),
+    Scenario("interrupted_stream", "a streamed answer is cut off after part of its text: the next request keeps "
+             "the partial text with an interruption marker", _CHAT,
+             (script("cut", text_step("The answer comes in three parts, of which two arrive.",
+                                      faults=[{"kind": "cut", "at_chunk": 2, "attempts": [1]}]), usage="final"),),
+             (), ("CTX-10", "INP-01"), drive_interrupted_stream,
+             Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

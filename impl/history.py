@@ -5,8 +5,8 @@ each assistant tool call is followed immediately by its result (the result of th
 earlier call with its id, since providers may reuse ids across responses), where the last saved real result
 wins over a recovery placeholder, and a call with neither gets a deterministic unknown placeholder.
 Tool results without a matching call are not sent. User-message order is untouched. The partial text
-of a response lost mid-stream is kept (with an interruption marker) but never sent back as if it
-had been a complete answer.
+of a response lost mid-stream is sent as it was saved, with its interruption marker, so it is never taken
+for a complete answer (and it never carried a reasoning signature to reuse).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def build(db: Database, session_id: str) -> list[dict]:
     made: dict[str, int] = {}
     out: list[dict] = []
     for m in msgs:
-        if m["role"] == "tool" or m["origin"] == "interrupted_partial":
+        if m["role"] == "tool":
             continue
         if m["role"] == "assistant" and m["tool_calls"]:
             calls = json.loads(m["tool_calls"])

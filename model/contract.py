@@ -391,7 +391,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("CTX-09", _S, _CHAT, "LH", SEED_000, HIST,
        "A result without a corresponding call is never sent as a valid tool-protocol item.",
        "Results without corresponding calls are not sent as valid tool-protocol items."),
-    _c("CTX-10", _S, _CHAT, "LC", SEED_000, HIST,
+    _c("CTX-10", _S, _CHAT, "LCH", SEED_000, HIST,
        "An interrupted response keeps its partial text and an interruption marker and never reuses an incomplete "
        "reasoning signature.",
        "Interrupted responses retain partial text and an interruption marker without reusing incomplete reasoning "
