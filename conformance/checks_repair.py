@@ -300,10 +300,13 @@ def check_interrupted_response(ev: Evidence) -> list[ClauseResult]:
         partial = (c.response or {}).get("text_sent") or ""
         if c.delivered or not partial or not c.response.get("script_id") or c.response.get("status") != 200:
             continue
-        cut_at, script = c.response["time"], c.response["script_id"]
-        nxt = next((r for r in reqs if r.request["script_id"] == script and r.request["time"] > cut_at), None)
-        if nxt is None or any(cut_at <= f.time < nxt.request["time"] for f in faults):
-            continue  # never asked again, or the runtime died holding the fragment (unpersisted: nothing to keep)
+        asked, script = c.request["time"], c.response["script_id"]
+        nxt = next((r for r in reqs if r.request["script_id"] == script and r.request["time"] > c.response["time"]),
+                   None)
+        # never asked again, or a process died between the request and the next (the response record of a stream
+        # held when the runtime was killed is written after the kill): a fragment perhaps never persisted
+        if nxt is None or any(asked <= f.time < nxt.request["time"] for f in faults):
+            continue
         judged += 1
         messages = nxt.request["messages"]
         kept = [i for i, m in enumerate(messages) if m["role"] == "assistant" and not m["calls"]

@@ -159,3 +159,5 @@ def test_a_cut_response_dropped_or_unmarked_breaks_ctx10():
 
 def test_a_fragment_the_runtime_died_holding_is_not_judged():
     assert _v(check_interrupted_response(_cut_then([_user()], 1.5))) == {"CTX-10": Verdict.UNKNOWN}
+    # killed while the stream was held: the provider writes the cut's record after the kill
+    assert _v(check_interrupted_response(_cut_then([_user()], 1.05))) == {"CTX-10": Verdict.UNKNOWN}
