@@ -39,6 +39,17 @@ class Stale(Exception):
     """The work item changed under us (a user control won): drop this step."""
 
 
+class Cut(RuntimeError):
+    """The stream ended before ``data: [DONE]``: the reply is incomplete; ``text`` is what had arrived."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("the provider's stream ended before [DONE]")
+        self.text = text
+
+
+SAFE = ("read_only", "state_probe")  # what may run while an earlier write's outcome is unknown
+
+
 class Worker:
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
@@ -123,7 +134,15 @@ class Worker:
             self.db.execute("INSERT INTO receipts VALUES (?,?,?,?,?,?,?)",
                             (request_id, work_id, 1, None, None, "unknown", now()))
         failpoint("provider.request.before", work_id)
-        reply = self.call_provider(messages, request_id, work_id)
+        try:
+            reply = self.call_provider(messages, request_id, work_id)
+        except Cut as cut:  # keep what was said, marked as interrupted, for the retry's history
+            if cut.text:
+                with tx(self.db):
+                    row = self.current(item)
+                    msgs = [*json.loads(row["messages"]), {"role": "assistant", "content": cut.text + " [interrupted]"}]
+                    self.db.execute("UPDATE work SET messages=? WHERE work_id=?", (dumps(msgs), work_id))
+            raise
         failpoint("usage.persist.before", work_id)
         if self.no_request_id and reply["id"]:  # the receipt now names its attempt by the response id
             with tx(self.db):
@@ -151,8 +170,10 @@ class Worker:
             for call in reply["tool_calls"]:
                 name = call["function"]["name"]
                 effect = self.tools.get(name, {}).get("effect_class", "unknown")
+                # the provider's ids may repeat across responses (call_0, call_1 ...): ours are per attempt
                 self.db.execute("INSERT INTO tool_calls VALUES (?,?,?,?,?,'never_started',NULL,NULL,?,NULL,?)",
-                                (call["id"], work_id, turn, name, effect, call["function"]["arguments"], now()))
+                                (f"{request_id}~{call['id']}", work_id, turn, name, effect,
+                                 call["function"]["arguments"], now()))
             if not reply["tool_calls"]:
                 failpoint("completion.commit.before_projection", work_id)
                 self.db.execute("UPDATE work SET desired='done', status='finished', reason=NULL WHERE work_id=?",
@@ -203,6 +224,11 @@ class Worker:
         if tool is None:
             self.commit(item, call, f"error: unknown tool {call['tool']!r}")
             return
+        if call["effect"] not in SAFE and one(self.db, "SELECT 1 FROM tool_calls WHERE work_id=? AND "
+                                              "status='outcome_unknown' AND effect='unknown'", (item["work_id"],)):
+            self.commit(item, call, "not executed: an earlier write's outcome is unknown; only read-only tools run "
+                                    "until it is reconciled or approved", refused=True)
+            return
         failpoint("tool.dispatch.before", item["work_id"])
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
         with open(out_path, "wb") as out:
@@ -215,14 +241,16 @@ class Worker:
         proc.wait()
         self.commit(item, call, _read_result(out_path))
 
-    def commit(self, item: dict, call: dict, result: str | None, repair: str | None = None) -> None:
+    def commit(self, item: dict, call: dict, result: str | None, repair: str | None = None,
+               refused: bool = False) -> None:
         failpoint("tool.result.commit.before", item["work_id"])
         content = result if result is not None else "[outcome unknown: the tool's process ended before its result " \
                                                      "was committed; do not repeat the write]"
         with tx(self.db):
             row = one(self.db, "SELECT * FROM work WHERE work_id=?", (item["work_id"],))
-            msgs = [*json.loads(row["messages"]), {"role": "tool", "tool_call_id": call["call_id"], "content": content}]
-            status = "outcome_unknown" if result is None else "result_committed"
+            msgs = [*json.loads(row["messages"]), {"role": "tool", "tool_call_id": call["call_id"].split("~", 1)[-1],
+                                                   "content": content}]
+            status = "refused" if refused else "outcome_unknown" if result is None else "result_committed"
             self.db.execute("UPDATE tool_calls SET status=?, repair_key=? WHERE call_id=?",
                             (status, repair, call["call_id"]))
             self.db.execute("UPDATE work SET messages=?, progress=progress+1 WHERE work_id=?",
@@ -243,9 +271,10 @@ class Worker:
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"provider answered {resp.status}: {resp.read()[:200]!r}")
-        text, calls, usage, response_id = "", {}, None, None
+        text, calls, usage, response_id, done = "", {}, None, None, False
         for raw in resp:
             line = raw.decode().strip()
+            done = done or line == "data: [DONE]"
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[5:])
@@ -268,6 +297,8 @@ class Worker:
                     slot["function"]["name"] += fn.get("name") or ""
                     slot["function"]["arguments"] += fn.get("arguments") or ""
         conn.close()
+        if not done:
+            raise Cut(text)
         return {"text": text, "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "id": response_id}
 
 
