@@ -56,6 +56,7 @@ class Slot:
     call_id: str
     token: str | None  # the probe token the provider gave this call (None: no delivered response for the step)
     answer: dict[str, Any] | None  # the tool message answering it (None: not answered in this request)
+    tokens: frozenset[str] = frozenset()  # the tokens of every delivered attempt of this call (a step asked again)
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -63,12 +64,12 @@ class Slot:
 
     @property
     def real(self) -> bool:
-        return self.answer is not None and self.token is not None and self.token in self.answer.get("probe_tokens", [])
+        return self.answer is not None and bool(self.tokens & set(self.answer.get("probe_tokens", [])))
 
     @property
     def foreign(self) -> list[str]:
         """Other calls' real results sent as this call's."""
-        return [t for t in (self.answer or {}).get("probe_tokens", []) if t != self.token]
+        return [t for t in (self.answer or {}).get("probe_tokens", []) if t not in self.tokens]
 
 
 def _requests(ev: Evidence) -> list[Call]:
@@ -100,6 +101,7 @@ def slots(ev: Evidence) -> list[Slot]:
                 continue  # duplicate ids within one response are CTX-11's business
             before = [d for d in delivered.get((script, step), []) if d[0] <= c.request["time"] and d[2] == m["calls"]]
             tokens = before[-1][1] if before else []
+            attempts = [d[1] for d in before]
             block = []
             for f in messages[i + 1:]:
                 if f["role"] != "tool":
@@ -107,7 +109,8 @@ def slots(ev: Evidence) -> list[Slot]:
                 block.append(f)
             for n, call_id in enumerate(m["calls"]):
                 answer = next((f for f in block if f.get("answers") == call_id), None)
-                out.append(Slot(c.request, script, step, n, call_id, tokens[n] if n < len(tokens) else None, answer))
+                out.append(Slot(c.request, script, step, n, call_id, tokens[n] if n < len(tokens) else None, answer,
+                                frozenset(t[n] for t in attempts if n < len(t))))
     return out
 
 
@@ -143,7 +146,7 @@ def check_repaired_slots(ev: Evidence) -> list[ClauseResult]:
                                      f"{key[1]}) is answered with {_said(s)} although its real result was sent in "
                                      f"request {seq[first_real].request.get('request_id')}")
         # a missing result: the probe never wrote one, and a restart fell between the call and the request
-        missing = [s for s in seq if s.answer is not None and not s.real and not s.foreign and s.token not in emitted
+        missing = [s for s in seq if s.answer is not None and not s.real and not s.foreign and not s.tokens & emitted
                    and any(f.time < s.request["time"] for f in faults)]
         if len(missing) > 1:
             judged["CTX-07"] += 1
@@ -253,7 +256,8 @@ def check_no_replay(ev: Evidence) -> list[ClauseResult]:
     sent_real: dict[str, float] = {}
     for s in slots(ev):
         if s.real:
-            sent_real.setdefault(s.token, s.request["time"])
+            for token in s.tokens & set(s.answer["probe_tokens"]):
+                sent_real.setdefault(token, s.request["time"])
     final = ev.history.final_observation()
     approved = {a.get("work_id") for a in (final.snapshot.get("approvals") or [] if final is not None else [])
                 if a.get("status") in ("approved", "consumed")}

@@ -161,3 +161,10 @@ def test_a_fragment_the_runtime_died_holding_is_not_judged():
     assert _v(check_interrupted_response(_cut_then([_user()], 1.5))) == {"CTX-10": Verdict.UNKNOWN}
     # killed while the stream was held: the provider writes the cut's record after the kill
     assert _v(check_interrupted_response(_cut_then([_user()], 1.05))) == {"CTX-10": Verdict.UNKNOWN}
+
+
+def test_a_result_of_an_earlier_attempt_of_the_same_call_is_its_own():
+    """A step asked twice gets two tokens for one call: either attempt's real result answers that call."""
+    again = _resp(3, 2.2, ["t1.1.2.0"], ["call_0"])
+    ledger = [*LEDGER_START, AFTER_CRASH, READ_DONE, again, _third(_m("tool", answers="call_0", sha="P"), REAL_READ)]
+    assert _v(check_repaired_slots(Evidence(_history(1.5), ledger)))["CTX-06"] is not Verdict.INVALID
