@@ -31,6 +31,7 @@ A run that sent no request the clause needs says nothing: unknown.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,15 +87,36 @@ def _tokens_by_step(ev: Evidence) -> dict[tuple[str, int], list[tuple[float, lis
     return out
 
 
+def _cut_partials(ev: Evidence) -> dict[str, tuple[set[str], set[str]]]:
+    """script -> (partial texts of its responses cut off, digests of its texts delivered whole)."""
+    out: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+    for c in calls(ev.ledger):
+        text, script = (c.response or {}).get("text_sent"), (c.response or {}).get("script_id")
+        if text and script:
+            if c.delivered:
+                out[script][1].add(hashlib.sha256(text.encode()).hexdigest()[:16])
+            else:
+                out[script][0].add(text)
+    return out
+
+
+def _retained_partial(m: dict[str, Any], partials: tuple[set[str], set[str]]) -> bool:
+    """An interrupted response kept in the history: the provider counts it as no step (``provider``), nor do we."""
+    cut, whole = partials
+    return (m["role"] == "assistant" and not m["calls"] and m["sha"] not in whole
+            and any(m["head"].startswith(p[:160]) for p in cut))
+
+
 def slots(ev: Evidence) -> list[Slot]:
     """Every call slot of every recorded request, in request order."""
     delivered = _tokens_by_step(ev)
+    partials = _cut_partials(ev)
     out = []
     for c in _requests(ev):
         messages, script = c.request["messages"], c.request["script_id"]
         step = -1
         for i, m in enumerate(messages):
-            if m["role"] != "assistant":
+            if m["role"] != "assistant" or _retained_partial(m, partials[script]):
                 continue
             step += 1
             if not m["calls"] or len(set(m["calls"])) != len(m["calls"]):

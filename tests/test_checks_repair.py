@@ -8,6 +8,7 @@ from recoverykit.conformance.checks_repair import (
     check_interrupted_response,
     check_no_replay,
     check_repaired_slots,
+    slots,
 )
 from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.witness import Execution, WitnessLog
@@ -168,3 +169,14 @@ def test_a_result_of_an_earlier_attempt_of_the_same_call_is_its_own():
     again = _resp(3, 2.2, ["t1.1.2.0"], ["call_0"])
     ledger = [*LEDGER_START, AFTER_CRASH, READ_DONE, again, _third(_m("tool", answers="call_0", sha="P"), REAL_READ)]
     assert _v(check_repaired_slots(Evidence(_history(1.5), ledger)))["CTX-06"] is not Verdict.INVALID
+
+
+def test_a_kept_partial_is_no_step_when_calls_are_named():
+    """An interrupted answer kept before a later call does not shift which step that call belongs to."""
+    ledger = [_req(1, 1.0, 0, [_user()]), _resp(1, 1.1, delivered=False, text_sent=PARTIAL),
+              _req(2, 2.0, 0, [_user(), _m("assistant", head=PARTIAL + "[x]", length=40)]),
+              _resp(2, 2.1, [WRITE], ["call_0"]),
+              _req(3, 3.0, 1, [_user(), _m("assistant", head=PARTIAL + "[x]", length=40), _m("assistant", ["call_0"]),
+                               _m("tool", answers="call_0", sha="R", tokens=[WRITE])])]
+    (slot,) = slots(Evidence(_history(), ledger))
+    assert (slot.step, slot.real, slot.foreign) == (0, True, [])
