@@ -221,8 +221,8 @@ def _by_request(all_slots: list[Slot]) -> dict[str, list[Slot]]:
 
 
 def _fabricated_usage(ev: Evidence) -> list[str]:
-    """Known usage in the settled receipts that names no attempt the provider saw, or more than it reported (the
-    client cannot know tokens it was never told: an estimate is not a known value)."""
+    """Known tokens in the settled receipts beyond what the provider reported for the attempt they name, or for no
+    attempt the provider saw at all (the client cannot know tokens it was never told: an estimate is not known)."""
     final = ev.history.final_observation()
     receipts = (final.snapshot.get("usage_receipts") or []) if final is not None and final.quiescent else []
     attempts = {i: c for c in calls(ev.ledger) for i in c.ids()}
@@ -234,7 +234,7 @@ def _fabricated_usage(ev: Evidence) -> list[str]:
         got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
         reported = (c.usage_reported or {}) if c is not None else {}
         most = (reported.get("prompt_tokens") or 0) + (reported.get("completion_tokens") or 0)
-        if c is None or not reported or got > most:
+        if got > most:  # zero known tokens is USG-10's business (unknown must not read as zero), not fabrication
             out.append(f"receipt {r.get('request_id')} says {r.get('usage')} {got} tokens; the provider reported "
                        f"{most if reported else 'none'}{'' if c is not None else ' (no such attempt)'}: fabricated")
     return out

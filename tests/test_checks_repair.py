@@ -180,3 +180,21 @@ def test_a_kept_partial_is_no_step_when_calls_are_named():
                                _m("tool", answers="call_0", sha="R", tokens=[WRITE])])]
     (slot,) = slots(Evidence(_history(), ledger))
     assert (slot.step, slot.real, slot.foreign) == (0, True, [])
+
+
+def _receipts(*receipts):
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.1
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    rec.now = 5.0
+    rec.observe({"work_items": [], "usage_receipts": list(receipts)}, quiescent=True)
+    return rec.history
+
+
+def test_known_usage_never_reported_breaks_ctx04():
+    ledger = [*LEDGER_START, AFTER_CRASH, READ_DONE, _third(_m("tool", answers="call_0", sha="P"), REAL_READ),
+              _req(4, 4.0, 2, _third(_m("tool", answers="call_0", sha="P"), REAL_READ)["messages"])]
+    made_up = {"request_id": "repair:t1", "usage": "known", "prompt_tokens": 42, "completion_tokens": 0}
+    assert _v(check_repaired_slots(Evidence(_receipts(made_up), ledger)))["CTX-04"] is Verdict.INVALID
+    zero = {"request_id": "r1", "usage": "known", "prompt_tokens": 0, "completion_tokens": 0}
+    assert _v(check_repaired_slots(Evidence(_receipts(zero), ledger)))["CTX-04"] is Verdict.VALID
