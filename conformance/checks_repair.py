@@ -24,7 +24,8 @@ the runtime sent the real result, another call's real result, or a text of its o
 - CTX-10: a response cut off mid-stream while the runtime lived is kept in the next request: its partial text
   (the provider's ``text_sent``) with an interruption marker;
 - CTX-12: the repaired history grants no execution: after a restart that left an unsafe write's outcome unknown,
-  no unsafe tool of that script runs without an approval.
+  no unsafe tool of that script runs without an approval (or before a state probe of that script could have
+  reconciled the write: seed 000, "reconcile first or obtain explicit user authorization").
 
 A run that sent no request the clause needs says nothing: unknown.
 """
@@ -302,8 +303,11 @@ def check_no_replay(ev: Evidence) -> list[ClauseResult]:
             if work_of.get(script) in approved:
                 continue
             judged["CTX-12"] += 1
-            for e in after:
-                if e.probe_token.split(".")[0] == script and _unsafe(e):
+            mine = [e for e in after if e.probe_token.split(".")[0] == script]
+            # a state probe may have reconciled the write ("reconcile first"): what runs after one is not judged
+            probed = min((e.started for e in mine if e.effect_class == "state_probe"), default=float("inf"))
+            for e in mine:
+                if _unsafe(e) and e.started < probed:
                     granted.append(f"{e.tool} call {e.probe_token} ran after the {f.kind} at event {f.index} left "
                                    f"script {script}'s write unknown, with no approval: the repair granted it")
     return [
