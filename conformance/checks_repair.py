@@ -15,7 +15,9 @@ the runtime sent the real result, another call's real result, or a text of its o
   checkpoint, not asked of the model again, which is FA-15's business): the checkpoint recovery resumed from
   covers committed effects and replays no unknown write;
 - CTX-04: a call's real result, once sent, is sent in every later request that carries the call (never
-  displaced by a placeholder); and no usage receipt is fabricated (a known or partial one names an attempt the
+  displaced by a placeholder), and a result the runtime surely had (its probe wrote it, and no process went down
+  between the call's start and the request) is sent, never a text of the runtime's own in its place; and no
+  usage receipt is fabricated (a known or partial one names an attempt the
   provider saw, with no more tokens than the provider reported to the client);
 - CTX-06: each result goes to its nearest call: a real result never answers another call, and when call ids
   repeat across responses, a later call's answer never displaces an earlier call's;
@@ -137,6 +139,13 @@ def slots(ev: Evidence) -> list[Slot]:
     return out
 
 
+def _results_in_hand(ev: Evidence) -> dict[str, tuple[float, float]]:
+    """probe token -> (started, finished) of each execution that wrote its result."""
+    if ev.witness is None:
+        return {}
+    return {e.probe_token: (e.started, e.finished) for e in ev.witness.executions if e.emitted and e.finished}
+
+
 def _emitted(ev: Evidence) -> set[str]:
     return {e.probe_token for e in ev.witness.executions if e.emitted} if ev.witness is not None else set()
 
@@ -159,6 +168,16 @@ def check_repaired_slots(ev: Evidence) -> list[ClauseResult]:
         by_key[s.key].append(s)
     lost_real, misplaced, displaced, unstable = [], [], [], []
     judged = {"CTX-04": 0, "CTX-06": 0, "CTX-07": 0}
+    had = _results_in_hand(ev)
+    for s in all_slots:  # the runtime lived from the call's start to this request, and the probe wrote its result
+        kept = [t for t in s.tokens if t in had and had[t][1] < s.request["time"]
+                and not any(had[t][0] <= f.time <= s.request["time"] for f in faults)]
+        if kept and s.answer is not None and not s.foreign:
+            judged["CTX-04"] += 1
+            if not s.real:
+                lost_real.append(f"request {s.request.get('request_id')}: call {s.call_id} (script {s.script} step "
+                                 f"{s.step}) is answered with {_said(s)}, though its probe ({kept[0]}) wrote its "
+                                 "result to a runtime that never went down meanwhile: the real result was there")
     for key, seq in by_key.items():
         first_real = next((n for n, s in enumerate(seq) if s.real), None)
         if first_real is not None and len(seq) > first_real + 1:

@@ -471,8 +471,8 @@ def _shape(m: dict[str, Any]) -> dict[str, Any]:
 
 
 # A probe's result names its token (``probe``: one JSON line with sorted keys): the kit recognises a real result
-# anywhere in a message's text, whatever the runtime wrapped around it.
-PROBE_TOKEN_RE = re.compile(r'"probe_token":\s*"([A-Za-z0-9_.\-]+)"')
+# anywhere in a message's text, whatever the runtime wrapped around it (escaped into a JSON string too).
+PROBE_TOKEN_RE = re.compile(r'\\?"probe_token\\?":\s*\\?"([A-Za-z0-9_.\-]+)')
 
 
 def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:

@@ -198,3 +198,16 @@ def test_known_usage_never_reported_breaks_ctx04():
     assert _v(check_repaired_slots(Evidence(_receipts(made_up), ledger)))["CTX-04"] is Verdict.INVALID
     zero = {"request_id": "r1", "usage": "known", "prompt_tokens": 0, "completion_tokens": 0}
     assert _v(check_repaired_slots(Evidence(_receipts(zero), ledger)))["CTX-04"] is Verdict.VALID
+
+
+def test_a_result_the_runtime_had_answered_by_a_placeholder_breaks_ctx04():
+    """The read ran and wrote its result while the runtime stayed up: the next request must carry it."""
+    wrote = _witness((READ, "probe_read", 2.2, 2.3, True))
+    ledger = [*LEDGER_START, AFTER_CRASH, READ_DONE]
+    lost = _third(_m("tool", answers="call_0", sha="P"), _m("tool", answers="call_0", sha="U"))
+    assert _v(check_repaired_slots(Evidence(_history(1.5), [*ledger, lost], wrote)))["CTX-04"] is Verdict.INVALID
+    kept = _third(_m("tool", answers="call_0", sha="P"), REAL_READ)
+    assert _v(check_repaired_slots(Evidence(_history(1.5), [*ledger, kept], wrote)))["CTX-04"] is Verdict.VALID
+    # a process went down while the read ran: the result may be lost for good, not judged
+    assert _v(check_repaired_slots(Evidence(_history(1.5, 2.25), [*ledger, lost], wrote)))["CTX-04"] is \
+        Verdict.UNKNOWN
