@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 import sys
@@ -52,7 +53,7 @@ from typing import Any
 from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.conformance.provider_handler import Handler
 from recoverykit.conformance.provider_ledger import Ledger, read_ledger
-from recoverykit.conformance.provider_script import ProviderScript, Script, Step
+from recoverykit.conformance.provider_script import ProviderScript, Script, Step, _text_of
 from recoverykit.model.errors import RecoveryKitError
 
 
@@ -162,6 +163,7 @@ class ScriptedProvider:
         self._attempts: dict[tuple[str, int], int] = {}
         self._held: dict[int, Held] = {}
         self._open: set[int] = set()  # admitted requests whose response record is not written yet
+        self._partials: dict[str, set[str]] = {}  # script id -> text sent in its responses that were cut off
         self._resume_from(read_ledger(ledger_path))
         self._closing = False
         self._auto_release = False
@@ -188,6 +190,24 @@ class ScriptedProvider:
                 self._seq = max(self._seq, int(record["seq"]))
                 key = (record.get("script_id") or "", int(record.get("step") or 0))
                 self._attempts[key] = max(self._attempts.get(key, 0), int(record.get("attempt") or 0))
+            elif record.get("event") == "response":
+                self._note_partial(record)
+
+    def _note_partial(self, outcome: dict[str, Any]) -> None:
+        if not outcome.get("delivered") and outcome.get("text_sent") and outcome.get("script_id"):
+            self._partials.setdefault(outcome["script_id"], set()).add(outcome["text_sent"])
+
+    def _retained_partials(self, script: Script, messages: Any) -> int:
+        """How many assistant messages of a request retain the partial text of a response this provider cut off
+        (seed 000: an interrupted response keeps its partial text and a marker): they answer no step."""
+        with self._lock:
+            partials = set(self._partials.get(script.id, ()))
+        if not partials or not isinstance(messages, list):
+            return 0
+        complete = {step.text for step in script.steps if step.text}
+        return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+                   and not m.get("tool_calls") and (text := _text_of(m)) not in complete
+                   and any(text.startswith(p) for p in partials))
 
     @property
     def port(self) -> int:
@@ -206,6 +226,8 @@ class ScriptedProvider:
               ) -> tuple[Planned | None, str, int, str]:
         """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits."""
         script, step_index, why = self.script.select(body.get("messages", []))
+        if script is not None:
+            step_index -= self._retained_partials(script, body.get("messages"))
         with self._lock:
             self._seq += 1
             seq = self._seq
@@ -274,6 +296,7 @@ class ScriptedProvider:
         """Record how a request ended (delivered, error or cut); called once per admitted request."""
         self.ledger.append("response", **outcome)
         with self._lock:
+            self._note_partial(outcome)
             self._open.discard(outcome["seq"])
             self._lock.notify_all()
 
@@ -417,7 +440,8 @@ def _join(threads: list[threading.Thread], seconds: float) -> None:
 def _conversation(body: dict[str, Any]) -> dict[str, Any]:
     """What the request carried, compactly: role counts, answered tool calls, a digest of the messages, the
     tools offered (by name) and each message's shape (role, the call ids it makes or answers, its text's
-    length, digest and first characters): the kit's own record of the history the runtime sent."""
+    length, digest and first characters, the probe tokens its text names): the kit's own record of the history
+    the runtime sent."""
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     roles: dict[str, int] = {}
     for m in messages:
@@ -442,7 +466,13 @@ def _shape(m: dict[str, Any]) -> dict[str, Any]:
     calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
     return {"role": str(m.get("role")), "calls": [str(c.get("id")) for c in calls if isinstance(c, dict)],
             "answers": m.get("tool_call_id"), "len": len(text), "head": text[:160],
-            "sha": hashlib.sha256(text.encode()).hexdigest()[:16]}
+            "sha": hashlib.sha256(text.encode()).hexdigest()[:16],
+            "probe_tokens": PROBE_TOKEN_RE.findall(text)[:8]}
+
+
+# A probe's result names its token (``probe``: one JSON line with sorted keys): the kit recognises a real result
+# anywhere in a message's text, whatever the runtime wrapped around it (escaped into a JSON string too).
+PROBE_TOKEN_RE = re.compile(r'\\?"probe_token\\?":\s*\\?"([A-Za-z0-9_.\-]+)')
 
 
 def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:

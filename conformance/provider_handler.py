@@ -46,7 +46,10 @@ def tool_calls_of(plan: Planned) -> list[dict[str, Any]]:
         token = f"{plan.script.id}.{plan.step_index}.{plan.attempt}.{i}"
         arguments = {"probe_token": token, **call.arguments}
         n = 0 if plan.step.duplicate_call_ids else i
-        out.append({"id": f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{n}".replace(".", "_"),
+        # ``reuse_call_ids``: ids repeat from response to response (call_0, call_1, ...), as some servers' are
+        call_id = (f"call_{n}" if plan.script.reuse_call_ids
+                   else f"call_{plan.script.id}_{plan.step_index}_{plan.attempt}_{n}")
+        out.append({"id": call_id.replace(".", "_"),
                     "type": "function", "function": {"name": call.name, "arguments": json.dumps(arguments)}})
     return out
 
@@ -228,7 +231,8 @@ class Handler(BaseHTTPRequestHandler):
                    "usage_reported": None, "usage_chunks": 0, "response_id": plan.response_id,
                    "response_id_sent": False, "probe_tokens": tokens, "cut": None,
                    "call_ids": [c["id"] for c in calls], "tool_names": [c["function"]["name"] for c in calls],
-                   "read_only_claims": [bool(json.loads(c["function"]["arguments"]).get("read_only")) for c in calls]}
+                   "read_only_claims": [bool(json.loads(c["function"]["arguments"]).get("read_only")) for c in calls],
+                   "script_id": plan.script.id, "text_sent": ""}
         try:
             if fault is not None and fault.kind == "error":
                 self._send_json(fault.status, error_body(fault.message, "server_error" if fault.status >= 500
@@ -274,7 +278,7 @@ class Handler(BaseHTTPRequestHandler):
             payload["usage"] = usage
         self._send_json(200, payload, plan.request_id)
         outcome.update(delivered=True, chunks_sent=1, usage_reported=usage, usage_chunks=int(usage is not None),
-                       response_id_sent=True)
+                       response_id_sent=True, text_sent=plan.step.text or "")
 
     def _stream(self, plan: Planned, body: dict, calls: list, fault: Any, outcome: dict) -> None:
         step = plan.step
@@ -314,6 +318,9 @@ class Handler(BaseHTTPRequestHandler):
                 self._maybe_fault(plan, fault, i)
             self._write_event(json.dumps(chunk))
             outcome.update(chunks_sent=i + 1, response_id_sent=True)
+            piece = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+            if isinstance(piece, str):
+                outcome["text_sent"] += piece
             if chunk.get("usage"):
                 outcome["usage_reported"] = chunk["usage"]
                 outcome["usage_chunks"] += 1

@@ -12,7 +12,8 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
 - ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
 - ``{"event": "response", "seq", "time", "request_id", "response_id", "response_id_sent", "status",
   "stream", "delivered", "chunks_sent", "usage_style", "usage_billed", "usage_reported", "usage_chunks",
-  "probe_tokens", "cut", "call_ids", "tool_names", "read_only_claims"}``:
+  "probe_tokens", "cut", "call_ids", "tool_names", "read_only_claims", "script_id", "text_sent"}`` (``text_sent``:
+  the content written, all of it or, for a response cut off, the partial text the client could have read):
   ``delivered`` is true only when the whole response (for a stream, through
   ``data: [DONE]``) was written; ``response_id_sent`` when some of the body carrying the id was;
   ``usage_billed`` is what the provider charges (the step's usage for any non-error reply, even one cut

@@ -3,9 +3,10 @@
 A request picks its script by a tag anywhere in its messages' text, ``[[rk-script:<id>]]`` (the
 kit puts it in the user's input), and its step by the number of assistant messages already in the
 request: the first call of a turn gets step 0, the call after one tool round trip gets step 1, and
-so on. Replaying the same conversation therefore always gets the same reply, whatever the runtime
-restarted in between; the ``attempt`` (how many times that script step was requested) only selects
-faults, so "first attempt fails, the retry succeeds" is scriptable.
+so on (an assistant message that keeps the partial text of a response the provider cut off is an interrupted
+response, not a step: ``ScriptedProvider`` discounts it). Replaying the same conversation therefore always gets
+the same reply, whatever the runtime restarted in between; the ``attempt`` (how many times that script step
+was requested) only selects faults, so "first attempt fails, the retry succeeds" is scriptable.
 
 How usage is reported (``usage_style``, per script, a step may override it; see ``USAGE_STYLES``):
 ``final`` as OpenAI does, ``cumulative`` running totals in every chunk, ``none`` never. The old
@@ -140,6 +141,9 @@ class Script(_Strict):
     usage_style: UsageStyle | None = Field(None, description="how usage is reported; None: final (as OpenAI)")
     cumulative_usage: bool | None = Field(None, description="old form of usage_style: true cumulative, false final")
     when_exhausted: Literal["error", "repeat_last"] = "error"
+    reuse_call_ids: bool = Field(False, description="every response names its calls call_0, call_1, ... so ids repeat "
+                                                    "from one response to the next, as some OpenAI-compatible servers' "
+                                                    "do (a history must match each result to its nearest call, CTX-06)")
 
     @model_validator(mode="after")
     def _one_style(self) -> Script:

@@ -718,6 +718,38 @@ def drive_effect_boundary(run: Run) -> list[ClauseResult]:
     return []
 
 
+def drive_repair_twice(run: Run) -> list[ClauseResult]:
+    """An unknown write and a crash; the recovery turn runs a read; a second crash while its next request is in
+    flight; then the end.
+
+    Recovery repairs the history (a placeholder for the write's missing result) and its turn commits a real read
+    result; the second recovery resumes from that checkpoint. Every request after the first crash shows the kit the
+    repaired history: the same placeholder each time, the real result kept once sent, the input once, nothing
+    re-run. The provider reuses call ids from one response to the next (``reuse_call_ids``), so each result must go
+    to its nearest call; the recovery turn's model asks for the write again besides the read."""
+    run.start()
+    submit(run, "rp")
+    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
+    run.observe()
+    restart_kit_side(run, "tree_kill")
+    run.release_probes()
+    run.wait_held(SETTLE_S, script_id="rp")  # the recovery turn's second request: the second crash comes now
+    run.observe()
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.start()
+    run.settle(SETTLE_S)
+    return []
+
+
+def drive_interrupted_stream(run: Run) -> list[ClauseResult]:
+    """The provider cuts a streamed answer off after part of its text; the runtime, alive, asks again."""
+    run.start()
+    submit(run, "cut")
+    run.settle(SETTLE_S)
+    return []
+
+
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
@@ -933,6 +965,23 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(none="the tools are registered by the drive's own starts (start.probe_tools), which chaos's cases "
                         "do not make; chat_unknown_write's chaos cells interrupt the same unknown write"),
              _needs_start_tools),
+    Scenario("repair_twice", "an unknown write, a crash, and a second crash while the recovery turn's next request "
+             "is in flight: the repaired history the provider sees", _CHAT,
+             ({**script("rp", tool_step("probe_unknown", {"hold": True}),
+                        {"tool_calls": [{"name": "probe_unknown", "arguments": {}},
+                                        {"name": "probe_read", "arguments": {"output": "after"}}]},
+                        text_step(faults=HOLD_FIRST), usage="final"), "reuse_call_ids": True},),
+             ("probe_unknown", "probe_read"),
+             ("CTX-01", "CTX-02", "CTX-04", "CTX-06", "CTX-07", "CTX-12", "FA-15", "INP-01"), drive_repair_twice,
+             Chaos(kinds=(_K.TREE_KILL, _K.CRASH_DURING_RECOVERY),
+                   points=("tool.finished.uncommitted", "provider.request.inflight", "recovery.repair.after"),
+                   clauses=("FA-15", "CTX-02", "CTX-07", "CTX-12"))),
+    Scenario("interrupted_stream", "a streamed answer is cut off after part of its text: the next request keeps "
+             "the partial text with an interruption marker", _CHAT,
+             (script("cut", text_step("The answer comes in three parts, of which two arrive.",
+                                      faults=[{"kind": "cut", "at_chunk": 2, "attempts": [1]}]), usage="final"),),
+             (), ("CTX-10", "INP-01"), drive_interrupted_stream,
+             Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),

@@ -1,11 +1,12 @@
 """The request projection: the message list sent to the provider, built from durable records.
 
 Original history is never rewritten; this is a view over it (seed 000, request-history repair):
-each assistant tool call is followed immediately by its result, where the last saved real result
+each assistant tool call is followed immediately by its result (the result of that very call: the nearest
+earlier call with its id, since providers may reuse ids across responses), where the last saved real result
 wins over a recovery placeholder, and a call with neither gets a deterministic unknown placeholder.
 Tool results without a matching call are not sent. User-message order is untouched. The partial text
-of a response lost mid-stream is kept (with an interruption marker) but never sent back as if it
-had been a complete answer.
+of a response lost mid-stream is sent as it was saved, with its interruption marker, so it is never taken
+for a complete answer (and it never carried a reasoning signature to reuse).
 """
 
 from __future__ import annotations
@@ -25,20 +26,31 @@ def placeholder_text(status: str, tool: str) -> str:
 
 def build(db: Database, session_id: str) -> list[dict]:
     msgs = rows(db, "SELECT * FROM messages WHERE session_id=? ORDER BY msg_seq", (session_id,))
-    results: dict[str, dict] = {}
+    # Each result belongs to the nearest earlier assistant message that made its call: providers may reuse call
+    # ids from one response to the next (call_0, call_1, ...), so an id alone does not name a call.
+    maker: dict[str, int] = {}  # call id -> msg_seq of the latest assistant message making it, so far
+    results: dict[tuple[int, str], dict] = {}
     for m in msgs:
-        if m["role"] != "tool" or not m["tool_call_id"]:
+        if m["role"] == "assistant" and m["tool_calls"]:
+            for c in json.loads(m["tool_calls"]):
+                maker[c["id"]] = m["msg_seq"]
+        if m["role"] != "tool" or not m["tool_call_id"] or m["tool_call_id"] not in maker:
             continue
-        prior = results.get(m["tool_call_id"])
+        key = (maker[m["tool_call_id"]], m["tool_call_id"])
+        prior = results.get(key)
         # A real result always replaces a placeholder; among reals, the last saved one wins.
         if prior is None or m["origin"] == "real" or prior["origin"] != "real":
-            results[m["tool_call_id"]] = m
-    status = {c["provider_call_id"]: c for c in rows(
-        db, "SELECT provider_call_id, status, tool_name FROM tool_calls WHERE work_id IN "
-            "(SELECT work_id FROM work_items WHERE session_id=?)", (session_id,))}
+            results[key] = m
+    # the calls' records in the order they were made, per provider id (the k-th call made with an id is its k-th)
+    status: dict[str, list[dict]] = {}
+    made_in = "SELECT work_id FROM work_items WHERE session_id=?"
+    for c in rows(db, f"SELECT provider_call_id, status, tool_name FROM tool_calls WHERE work_id IN ({made_in})"
+                      " ORDER BY created_at, call_id", (session_id,)):
+        status.setdefault(c["provider_call_id"], []).append(c)
+    made: dict[str, int] = {}
     out: list[dict] = []
     for m in msgs:
-        if m["role"] == "tool" or m["origin"] == "interrupted_partial":
+        if m["role"] == "tool":
             continue
         if m["role"] == "assistant" and m["tool_calls"]:
             calls = json.loads(m["tool_calls"])
@@ -46,11 +58,14 @@ def build(db: Database, session_id: str) -> list[dict]:
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                 for c in calls]})
             for c in calls:
-                found = results.get(c["id"])
+                nth = made.get(c["id"], 0)
+                made[c["id"]] = nth + 1
+                found = results.get((m["msg_seq"], c["id"]))
                 if found is not None:
                     text = found["content"]
                 else:
-                    known = status.get(c["id"], {})
+                    records = status.get(c["id"], [])
+                    known = records[nth] if nth < len(records) else {}
                     text = placeholder_text(known.get("status", "outcome_unknown"), c["name"])
                 out.append({"role": "tool", "tool_call_id": c["id"], "content": text})
             continue

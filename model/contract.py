@@ -354,12 +354,12 @@ CLAUSES: tuple[Clause, ...] = (
        "Ordinary chat and Goals share the recovery entry point."),
 
     # ---- Context repair
-    _c("CTX-01", _S, _CHAT, "ML", SEED_000, ARC,
+    _c("CTX-01", _S, _CHAT, "MLH", SEED_000, ARC,
        "Recovery resumes from a complete safe checkpoint when one exists, otherwise starts a new turn with the same "
        "work_id without re-appending user input.",
        "otherwise start a new turn with the same work_id without re-appending user input",
        points=("recovery.repair.after",)),
-    _c("CTX-02", _S, _CHAT, "MC", SEED_000, INTR,
+    _c("CTX-02", _S, _CHAT, "MCH", SEED_000, INTR,
        "A checkpoint used for recovery covers committed effects and satisfies the current permission, wait and "
        "safe-point contracts, without replaying unknown writes.",
        "Checkpoints must cover committed effects and satisfy current permission, wait, and safe-point contracts, "
@@ -368,7 +368,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Repeating a repair has no side effects.",
        "Repeating repairs has no side effects", points=("recovery.repair.after",),
        restarts=(_RK.CRASH_DURING_RECOVERY,)),
-    _c("CTX-04", _S, _CHAT, "ML", SEED_000, INTR,
+    _c("CTX-04", _S, _CHAT, "MLH", SEED_000, INTR,
        "A real result takes priority over any placeholder, and repair never fabricates usage.",
        "real results take priority and no usage is fabricated"),
     _c("CTX-05", _S, _CHAT, "L", SEED_000, INTR,
@@ -376,11 +376,11 @@ CLAUSES: tuple[Clause, ...] = (
        "later context.",
        "Append late verifiable receipts as reconciliation events that replace synthetic placeholders in subsequent "
        "context."),
-    _c("CTX-06", _S, _CHAT, "L", SEED_000, HIST,
+    _c("CTX-06", _S, _CHAT, "LH", SEED_000, HIST,
        "History repair matches the nearest call by original call ID first; existing real outputs win and among "
        "duplicates the last saved real record is used.",
        "Existing real outputs take priority; duplicate outputs use the last saved real record."),
-    _c("CTX-07", _S, _CHAT, "L", SEED_000, HIST,
+    _c("CTX-07", _S, _CHAT, "LH", SEED_000, HIST,
        "A missing tool result gets a deterministic unknown placeholder.",
        "Missing results get deterministic unknown placeholders."),
     _c("CTX-08", _S, _CHAT, "LH", SEED_000, HIST,
@@ -391,7 +391,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("CTX-09", _S, _CHAT, "LH", SEED_000, HIST,
        "A result without a corresponding call is never sent as a valid tool-protocol item.",
        "Results without corresponding calls are not sent as valid tool-protocol items."),
-    _c("CTX-10", _S, _CHAT, "LC", SEED_000, HIST,
+    _c("CTX-10", _S, _CHAT, "LCH", SEED_000, HIST,
        "An interrupted response keeps its partial text and an interruption marker and never reuses an incomplete "
        "reasoning signature.",
        "Interrupted responses retain partial text and an interruption marker without reusing incomplete reasoning "
@@ -400,7 +400,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Ambiguous duplicate call IDs within one response produce an explicit error, never guessed execution facts.",
        "Ambiguous duplicate call IDs within one response produce an explicit error rather than guessed execution "
        "facts."),
-    _c("CTX-12", _S, _CHAT, "ML", SEED_000, HIST,
+    _c("CTX-12", _S, _CHAT, "MLH", SEED_000, HIST,
        "History repair grants no execution permission and never replaces the recovery decision.",
        "This conversion grants no execution permission and cannot replace recovery decisions."),
 

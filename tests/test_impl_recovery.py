@@ -192,6 +192,43 @@ def test_real_result_wins_over_placeholder_in_the_request(tmp_path):
     assert sent[3]["tool_call_id"] == "call_b" and "never started" in sent[3]["content"]
 
 
+def test_a_reused_call_id_gets_its_own_calls_result(tmp_path):
+    """Providers that number calls per response repeat ids across responses: each call keeps its own answer."""
+    from recoverykit.impl import history
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    gen = recovery.claim(ctx, work_id)
+    turn = _turn_with_calls(ctx, work_id, gen)
+    recovery.repair(ctx, item(ctx, work_id), gen, turn, "interrupted")  # call_a unknown, call_b never started
+    with tx(ctx.db):  # the next response calls call_a again, and that call is refused
+        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, tool_calls, at) VALUES"
+                            " (?,?,'assistant','',?,0)", (work_id, "s1", json.dumps(
+                                [{"id": "call_a", "name": "probe_unknown", "arguments": "{}"}])))
+        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, tool_call_id, origin, at)"
+                            " VALUES (?,?,'tool','[runtime] not executed','call_a','refused',0)", (work_id, "s1"))
+    sent = history.build(ctx.db, "s1")
+    answers = [m["content"] for m in sent if m["role"] == "tool" and m["tool_call_id"] == "call_a"]
+    assert len(answers) == 2 and "outcome of the call to probe_unknown is unknown" in answers[0]
+    assert answers[1] == "[runtime] not executed"
+
+
+def _sent_after(tmp_path, *messages: tuple[str, str, str | None, str]) -> list[dict]:
+    """The request projection of session s1 after its input and these (role, content, tool_call_id, origin)."""
+    from recoverykit.impl import history
+    ctx = make_ctx(tmp_path)
+    work_id = submit(ctx)
+    with tx(ctx.db):
+        for role, content, call_id, origin in messages:
+            ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, tool_call_id, origin, at)"
+                                " VALUES (?,'s1',?,?,?,?,0)", (work_id, role, content, call_id, origin))
+    return history.build(ctx.db, "s1")
+
+
+def test_an_interrupted_partial_is_sent_with_its_marker(tmp_path):
+    sent = _sent_after(tmp_path, ("assistant", "The answer [interrupted]", None, "interrupted_partial"))
+    assert sent[-1] == {"role": "assistant", "content": "The answer [interrupted]"}
+
+
 # --- steps 4 and 5: decide, admit ----------------------------------------------------------------------
 
 
@@ -400,15 +437,8 @@ def test_an_internal_fault_becomes_a_bounded_durable_retry_then_pending_recovery
 
 
 def test_a_result_without_its_call_is_never_sent(tmp_path):
-    from recoverykit.impl import history
-    ctx = make_ctx(tmp_path)
-    work_id = submit(ctx)
-    with tx(ctx.db):
-        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, tool_call_id, at)"
-                            " VALUES (?,?,'tool','orphan','call_nobody_made',0)", (work_id, "s1"))
-        ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at)"
-                            " VALUES (?,?,'user','second',0)", (work_id, "s1"))
-    assert history.build(ctx.db, "s1") == [{"role": "user", "content": "hello"}, {"role": "user", "content": "second"}]
+    sent = _sent_after(tmp_path, ("tool", "orphan", "call_nobody_made", "real"), ("user", "second", None, "real"))
+    assert sent == [{"role": "user", "content": "hello"}, {"role": "user", "content": "second"}]
 
 
 def test_waking_a_busy_worker_never_blocks_the_control_process(tmp_path):

@@ -308,3 +308,30 @@ def test_a_taken_port_is_an_environment_fault(provider, tmp_path):
 
     with pytest.raises(EnvironmentFault, match="cannot listen"):
         ScriptedProvider(SCRIPT, tmp_path / "other.jsonl", port=provider.port)
+
+
+def test_reused_call_ids_a_cut_answer_kept_and_probe_tokens_per_message(tmp_path):
+    script = {"scripts": [
+        {"id": "ru", "reuse_call_ids": True, "steps": [
+            {"tool_calls": [{"name": "probe_read"}]}, {"tool_calls": [{"name": "probe_read"}]}, {"text": "end"}]},
+        {"id": "ct", "steps": [{"text": "abcdefghi", "faults": [{"kind": "cut", "at_chunk": 2, "attempts": [1]}]}]}]}
+    with ScriptedProvider(script, tmp_path / "ledger.jsonl") as p:
+        client = _client(p)
+        first = client.chat.completions.create(model="m", messages=_user("ru")).choices[0].message
+        history = [*_user("ru"), first.model_dump(exclude_none=True),
+                   {"role": "tool", "tool_call_id": first.tool_calls[0].id,
+                    "content": json.dumps({"probe_token": "ru.0.1.0", "outcome": "ok"})}]
+        second = client.chat.completions.create(model="m", messages=history).choices[0].message
+        assert first.tool_calls[0].id == second.tool_calls[0].id == "call_0"  # ids repeat across responses
+        with pytest.raises(TRANSPORT_ERRORS):
+            list(client.chat.completions.create(model="m", messages=_user("ct"), stream=True))
+        p.wait_settled()
+        partial = [r for r in p.records() if r["event"] == "response"][-1]["text_sent"]
+        assert partial and "abcdefghi".startswith(partial) and partial != "abcdefghi"
+        kept = [*_user("ct"), {"role": "assistant", "content": partial + " [interrupted]"}]
+        again = client.chat.completions.create(model="m", messages=kept)  # the partial answers no step
+        assert again.choices[0].message.content == "abcdefghi"
+        p.wait_settled()
+        requests = [r for r in p.records() if r["event"] == "request"]
+    assert requests[1]["messages"][2]["probe_tokens"] == ["ru.0.1.0"]
+    assert (requests[-1]["step"], requests[-1]["attempt"]) == (0, 2)

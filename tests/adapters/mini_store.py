@@ -78,7 +78,8 @@ def snapshot(conn: sqlite3.Connection) -> dict:
               "predecessor": t["predecessor"], "status": t["status"]}
              for t in rows(conn, "SELECT * FROM turns ORDER BY at")]
     calls = [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"], "tool": c["tool"],
-              "effect_class": c["effect"], "status": c["status"], "pid": c["pid"],
+              "effect_class": c["effect"], "status": "never_started" if c["status"] == "refused" else c["status"],
+              "pid": c["pid"],
               "create_time": c["create_time"] if c["pid"] else None, "repair_key": c["repair_key"]}
              for c in rows(conn, "SELECT * FROM tool_calls ORDER BY at")]
     receipts = [{"receipt_id": r["request_id"], "work_id": r["work_id"], "request_id": r["request_id"],

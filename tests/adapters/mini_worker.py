@@ -40,11 +40,16 @@ class Stale(Exception):
 
 
 class Cut(OSError):
-    """The provider's stream broke off before ``[DONE]``; ``usage`` is the last running total read, if any."""
+    """The provider's stream broke off before ``[DONE]``: the reply is incomplete. ``text`` is what had arrived,
+    ``usage`` the last running total read, if any."""
 
     def __init__(self, text: str, usage: list[int] | None) -> None:
-        super().__init__(text)
+        super().__init__("the provider's stream ended before [DONE]")
+        self.text = text
         self.usage = usage
+
+
+SAFE = ("read_only", "state_probe")  # what may run while an earlier write's outcome is unknown
 
 
 class Worker:
@@ -141,6 +146,11 @@ class Worker:
                 with tx(self.db):
                     self.db.execute("UPDATE receipts SET prompt=?, completion=?, usage='partial' WHERE request_id=?",
                                     (cut.usage[0], cut.usage[1], request_id))
+            if cut.text:  # keep what was said, marked as interrupted, for the retry's history
+                with tx(self.db):
+                    row = self.current(item)
+                    msgs = [*json.loads(row["messages"]), {"role": "assistant", "content": cut.text + " [interrupted]"}]
+                    self.db.execute("UPDATE work SET messages=? WHERE work_id=?", (dumps(msgs), work_id))
             raise
         failpoint("usage.persist.before", work_id)
         if self.no_request_id and reply["id"]:  # the receipt now names its attempt by the response id
@@ -169,8 +179,10 @@ class Worker:
             for call in reply["tool_calls"]:
                 name = call["function"]["name"]
                 effect = self.tools.get(name, {}).get("effect_class", "unknown")
+                # the provider's ids may repeat across responses (call_0, call_1 ...): ours are per attempt
                 self.db.execute("INSERT INTO tool_calls VALUES (?,?,?,?,?,'never_started',NULL,NULL,?,NULL,?)",
-                                (call["id"], work_id, turn, name, effect, call["function"]["arguments"], now()))
+                                (f"{request_id}~{call['id']}", work_id, turn, name, effect,
+                                 call["function"]["arguments"], now()))
             if not reply["tool_calls"]:
                 self.db.execute("UPDATE work SET desired='done', status='finished', reason=NULL WHERE work_id=?",
                                 (work_id,))
@@ -222,6 +234,11 @@ class Worker:
         if tool is None:
             self.commit(item, call, f"error: unknown tool {call['tool']!r}")
             return
+        if call["effect"] not in SAFE and one(self.db, "SELECT 1 FROM tool_calls WHERE work_id=? AND "
+                                              "status='outcome_unknown' AND effect='unknown'", (item["work_id"],)):
+            self.commit(item, call, "not executed: an earlier write's outcome is unknown; only read-only tools run "
+                                    "until it is reconciled or approved", refused=True)
+            return
         failpoint("tool.dispatch.before", item["work_id"])
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
         with open(out_path, "wb") as out:
@@ -234,14 +251,16 @@ class Worker:
         proc.wait()
         self.commit(item, call, _read_result(out_path))
 
-    def commit(self, item: dict, call: dict, result: str | None, repair: str | None = None) -> None:
+    def commit(self, item: dict, call: dict, result: str | None, repair: str | None = None,
+               refused: bool = False) -> None:
         failpoint("tool.result.commit.before", item["work_id"])
         content = result if result is not None else "[outcome unknown: the tool's process ended before its result " \
                                                      "was committed; do not repeat the write]"
         with tx(self.db):
             row = one(self.db, "SELECT * FROM work WHERE work_id=?", (item["work_id"],))
-            msgs = [*json.loads(row["messages"]), {"role": "tool", "tool_call_id": call["call_id"], "content": content}]
-            status = "outcome_unknown" if result is None else "result_committed"
+            msgs = [*json.loads(row["messages"]), {"role": "tool", "tool_call_id": call["call_id"].split("~", 1)[-1],
+                                                   "content": content}]
+            status = "refused" if refused else "outcome_unknown" if result is None else "result_committed"
             self.db.execute("UPDATE tool_calls SET status=?, repair_key=? WHERE call_id=?",
                             (status, repair, call["call_id"]))
             self.db.execute("UPDATE work SET messages=?, progress=progress+1 WHERE work_id=?",
@@ -290,7 +309,7 @@ class Worker:
                     slot["function"]["arguments"] += fn.get("arguments") or ""
         conn.close()
         if not done:
-            raise Cut("the stream ended before [DONE]", usage)
+            raise Cut(text, usage)
         return {"text": text, "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "id": response_id}
 
 
