@@ -146,10 +146,10 @@ def write_baseline(path: str | Path, doc: Mapping[str, Any]) -> Path:
 
 
 def classify(accepted: Mapping[str, str], verdicts: Mapping[str, str]) -> dict[str, list[str]]:
-    """Each accepted clause by what this run saw: ``accepted`` (it broke: the known finding), ``stale`` (it held
+    """Each accepted clause by what this run saw: ``confirmed`` (it broke: the known finding), ``stale`` (it held
     and never broke: the acceptance can go), ``not_exercised`` (no evidence either way)."""
-    out: dict[str, list[str]] = {"accepted": [], "stale": [], "not_exercised": []}
+    out: dict[str, list[str]] = {"confirmed": [], "stale": [], "not_exercised": []}
     for c in sorted(accepted):
         v = verdicts.get(c)
-        out["accepted" if v == "invalid" else "stale" if v == "valid" else "not_exercised"].append(c)
+        out["confirmed" if v == "invalid" else "stale" if v == "valid" else "not_exercised"].append(c)
     return out

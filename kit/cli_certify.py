@@ -174,9 +174,9 @@ def _findings(cert, console: Console) -> None:
                       rich_text(f" x{f['count']} in {where}; shortest: {best['case']}{steps}: {best['replay']}"),
                       highlight=False)
     summary = cert.acceptance_summary()
-    if summary["accepted"]:
+    if summary["confirmed"]:
         console.print(rich_text("accepted findings (known, not passed): " + ", ".join(
-            f"{c} ({cert.accepted[c]})" for c in summary["accepted"]), STYLE["accepted"]), highlight=False)
+            f"{c} ({cert.accepted[c]})" for c in summary["confirmed"]), STYLE["accepted"]), highlight=False)
     if summary["stale"]:
         console.print(rich_text("stale acceptances (accepted, yet they held in this run; drop them): "
                                 + ", ".join(summary["stale"]), "yellow"), highlight=False)
