@@ -2,7 +2,7 @@
 
 A runtime that already breaks one clause must still be able to gate regressions in every other one
 (pytest's strict xfail, a linter's baseline). An acceptance names contract clauses; the unit is the
-clause because it is the unit of the contract's verdict (docs/decisions.md D24): a finding is "clause
+clause because it is the unit of the contract's verdict (docs/decisions.md D19): a finding is "clause
 C was judged invalid". A baseline entry also stores the sha256 of the clause's statement when it was
 written: if the contract has since changed what C means, the entry no longer matches (it is listed as
 ``changed``) and C gates again until it is re-accepted. Where a finding was seen (cases, replays) is

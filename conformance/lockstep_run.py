@@ -4,7 +4,7 @@ Kept apart from the machine (``lockstep``) because this is policy, not specifica
 programs are tried first (the track record of bugs runtimes had), how long a failure may shrink,
 where failures are stored so the next run tries them first, and how the printed program is kept.
 
-A finding does not end the search (docs/decisions.md D18): every seed program runs, every stored
+A finding does not end the search (docs/decisions.md D19): every seed program runs, every stored
 failure is replayed, and after each Hypothesis search that found a clause the search runs again with
 that clause known (``LockstepConfig.known``: noted, never raised again), until a search finds nothing
 new or the profile's ``max_findings`` is reached. Accepted clauses are known from the start, so a
