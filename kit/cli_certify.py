@@ -146,6 +146,11 @@ def _table(cert, console: Console) -> None:
             console.print(rich_text(label, STYLE[label]), rich_text(f"{case.name}: {case.message}"), highlight=False)
             for line in case.program:
                 console.print(rich_text(f"    {line}"), highlight=False)
+            for more in case.findings[1:]:  # the lockstep search went on after its first finding
+                console.print(rich_text(f"    and {more['message']} ({more['steps']} steps, {more['source']}):"),
+                              highlight=False)
+                for line in more["program"]:
+                    console.print(rich_text(f"      {line}"), highlight=False)
             if case.bundle:
                 console.print(rich_text(f"    bundle: {case.bundle}"), highlight=False)
                 console.print(rich_text(f"    replay: {cert.replay_command(case.name)}"), highlight=False)
@@ -170,8 +175,8 @@ def _findings(cert, console: Console) -> None:
         steps = f", {best['steps']} steps" if best.get("steps") is not None else ""
         style = STYLE["accepted" if f["status"] == "accepted" else "invalid"]
         where = ", ".join(dict.fromkeys(f["seen_in"]))
-        console.print(rich_text(f"  {f['clause']} "), rich_text(f["status"], style),
-                      rich_text(f" x{f['count']} in {where}; shortest: {best['case']}{steps}: {best['replay']}"),
+        console.print(rich_text(f"  {f['clause']}"), rich_text(f["status"], style),
+                      rich_text(f"x{f['count']} in {where}; shortest: {best['case']}{steps}: {best['replay']}"),
                       highlight=False)
     summary = cert.acceptance_summary()
     if summary["confirmed"]:
