@@ -1,7 +1,8 @@
 """``recoverykit certify`` and ``recoverykit check``: thin skins over ``recoverykit.conformance.certify``.
 
 The failpoint broker is the conformance environment's own (``recoverykit.conformance.broker``), so
-nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage;
+nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage (a malformed
+``--baseline`` too); accepted findings (``--accept``, ``--baseline``) decide none of them;
 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``).
 """
 
