@@ -36,7 +36,8 @@ def junit_tree(cert: Certification) -> ET.ElementTree:
     for case in cert.cases:
         el = ET.SubElement(suite, "testcase", {"classname": x(f"recoverykit.{case.kind}"), "name": x(case.name),
                                                "time": f"{case.seconds:.3f}"})
-        body = x("\n".join([case.message, *case.program, f"bundle: {case.bundle}" if case.bundle else "",
+        more = [line for f in case.findings[1:] for line in ("", f["message"], *f["program"])]  # lockstep: all
+        body = x("\n".join([case.message, *case.program, *more, f"bundle: {case.bundle}" if case.bundle else "",
                             f"replay: {cert.replay_command(case.name)}"]).strip())
         if case.name in accepted:
             known = ", ".join(f"{c} ({cert.accepted[c]})" for c in sorted(case.broken()))
