@@ -123,12 +123,13 @@ Cases: {% for k, v in r.statuses|dictsort %}{{ k }} {{ v }}{% if not loop.last %
 {% if r.findings %}<h2>Findings per clause</h2>
 {% for f in r.findings %}<h3>{{ f.clause }}: {{ f.status }}</h3><p>{{ f.count }} case(s) at {{ f.cells|length }}
 cell(s): {% for c in f.cells %}<code>{{ c }}</code> {% endfor %}</p><p>{{ f.message }}</p>
-<pre>{{ f.shortest.replay }}</pre>{% endfor %}{% endif %}
-{% if r.accepted_cells %}<h2>Accepted cells (known findings, not passed)</h2><ul>
+<pre>{{ f.shortest.replay }}</pre>{% endfor %}
+{% endif %}{% if r.accepted_cells %}<h2>Accepted cells (known findings, not passed)</h2><ul>
 {% for c in r.accepted_cells %}<li>{{ c.clause }} at <code>{{ c.point }}</code> under <code>{{ c.kind }}</code>:
-{{ c.cases }} case(s)</li>{% endfor %}</ul>{% endif %}
-{% for key in ["stale", "not_exercised", "changed"] %}{% if r.acceptance.get(key) %}<p>{{ key }} acceptance(s):
-{{ r.acceptance[key]|join(", ") }}</p>{% endif %}{% endfor %}
+{{ c.cases }} case(s)</li>{% endfor %}</ul>
+{% endif %}{% for key in ["stale", "not_exercised", "changed"] %}{% if r.acceptance.get(key) %}<p>{{ key }}
+acceptance(s): {{ r.acceptance[key]|join(", ") }}</p>
+{% endif %}{% endfor -%}
 <h2>Clauses</h2>
 <table><tr><th>clause</th><th>verdict</th><th>valid</th><th>invalid</th><th>unknown</th><th>statement</th></tr>
 {% for c in r.clauses %}<tr><td>{{ c.clause }}</td><td class="{{ c.verdict }}">{{ c.verdict }}</td>
