@@ -15,7 +15,7 @@ merge`` joins the results.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from recoverykit.chaos import coverage, spares
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, choose, enumerate_cases, not_implemented_reason, parse_case_id
 from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
+from recoverykit.chaos.findings import accepted_case, findings
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
+from recoverykit.conformance.acceptance import Acceptance, classify
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
@@ -83,13 +85,16 @@ def run_list(cases: Sequence[Case], adapter: str | list[str] | None, *, base_dir
     return results
 
 
-def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[Verdict, list[str]]:
-    """invalid if any case broke a clause; unknown if anything declared was left unjudged; else valid."""
+def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any],
+               accepted: Iterable[str] = ()) -> tuple[Verdict, list[str]]:
+    """invalid if any case broke a clause; unknown if anything declared was left unjudged; else valid.
+    A case that broke accepted clauses only (a known finding) is neither a failure nor a pass."""
+    accepted = frozenset(accepted)
     reasons = []
     broken = [f"dry run of {name}: {why}" for name, why in sorted(cov.get("dry_run_broken", {}).items())]
-    if broken or any(r["status"] == "failed" for r in results):
-        return Verdict.INVALID, broken + [f"{r['id']}: {v}" for r in results if r["status"] == "failed"
-                                          for v in r["violations"][:1]]
+    failed = [r for r in results if r["status"] == "failed" and not accepted_case(r, accepted)]
+    if broken or failed:
+        return Verdict.INVALID, broken + [f"{r['id']}: {v}" for r in failed for v in r["violations"][:1]]
     errors = [r for r in results if r["status"] == "error"]
     reasons += [f"{r['id']}: {r.get('why', 'error')}" for r in errors]
     reasons += [f"declared point {p} never exercised" for p in cov.get("declared_never_hit", [])]
@@ -100,7 +105,7 @@ def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[
     reasons += [f"dry run of {name}: {why}" for name, why in sorted(cov.get("dry_run_failed", {}).items())]
     leftovers = [r for r in results if r.get("leftovers")]
     reasons += [f"{r['id']}: leftover processes {r['leftovers']}" for r in leftovers]
-    if reasons or not any(r["status"] == "passed" for r in results):
+    if reasons or not any(r["status"] == "passed" or accepted_case(r, accepted) for r in results):
         return Verdict.UNKNOWN, reasons or ["no case was exercised"]
     return Verdict.VALID, []
 
@@ -108,6 +113,12 @@ def verdict_of(results: Sequence[dict[str, Any]], cov: dict[str, Any]) -> tuple[
 def clause_summary(results: Sequence[dict[str, Any]]) -> dict[str, str]:
     flat = [ClauseResult(c["clause"], Verdict(c["verdict"]), c["text"]) for r in results for c in r.get("clauses", [])]
     return {k: v.value for k, v in sorted(merge(flat).items())}
+
+
+def acceptance_block(results: Sequence[dict[str, Any]], acceptance: Acceptance) -> dict[str, Any]:
+    """What the document records of the acceptance in force: the clauses, and what this run saw of each."""
+    return {**acceptance.as_dict(), **classify(acceptance.accepted, clause_summary(results)),
+            "cases": sum(1 for r in results if accepted_case(r, acceptance.accepted))}
 
 
 def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
@@ -120,7 +131,7 @@ def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
 
 def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any], *, mode: str, shard: Shard,
                      selection: dict[str, Any], seed: int, started: float, wall_s: float,
-                     trace: Trace | None = None) -> dict[str, Any]:
+                     trace: Trace | None = None, acceptance: Acceptance = Acceptance()) -> dict[str, Any]:
     reachable = {(c.point, c.kind) for c in enumerate_cases(trace)} if trace is not None else None
     never = never_reached(trace, declared) if trace is not None and selection.get("scenarios") == "all" else []
     cov = coverage.classify(results, declared["failpoints"], declared["restart_kinds"],
@@ -129,7 +140,7 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
         cov["dry_run_failed"] = dict(trace.failed)
     if trace is not None and trace.broken:
         cov["dry_run_broken"] = dict(trace.broken)
-    verdict, reasons = verdict_of(results, cov)
+    verdict, reasons = verdict_of(results, cov, acceptance.accepted)
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -137,6 +148,7 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
             "adapter": declared, "shard": str(shard), "seed": seed, "selection": selection, "started": started,
             "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
             "clauses": clause_summary(results), "coverage": cov, "cases": list(results),
+            "acceptance": acceptance_block(results, acceptance), "findings": findings(results, acceptance.accepted),
             **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})}
 
 
@@ -161,7 +173,8 @@ def load_trace(trace: str | Path | Trace | None, adapter: str | list[str] | None
 def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points: Any = None, kinds: Any = None,
         shard: Shard = Shard(1, 1), workers: int = 0, out_dir: str | Path | None = None, timeout_s: float = 20.0,
         keep: bool = False, seed: int = 0, replay: str | None = None, trace: str | Path | Trace | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        acceptance: Acceptance = Acceptance()) -> dict[str, Any]:
     """The whole systematic pipeline; returns the results document. ``workers``: 0 here, N in N xdist workers."""
     if workers < 0:
         raise InvalidArgument(f"workers={workers}: 0 runs the cases in this process, N >= 1 in N pytest-xdist workers")
@@ -198,13 +211,13 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     except KeyboardInterrupt as exc:  # SIGINT / SIGTERM: a document of the cases that finished, marked incomplete
         done = list(getattr(exc, "partial_results", []))
         doc = results_document(done, declared, mode=mode, shard=shard, selection=selection, seed=seed,
-                               started=started, wall_s=time.monotonic() - t0, trace=the_trace)
+                               started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance)
         exc.partial_document = incomplete(doc, exc, len(cases))  # type: ignore[attr-defined]
         raise
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
     return results_document(results, declared, mode=mode, shard=shard, selection=selection, seed=seed,
-                            started=started, wall_s=time.monotonic() - t0, trace=the_trace)
+                            started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance)
 
 
 def incomplete(doc: dict[str, Any], exc: BaseException, total: int) -> dict[str, Any]:

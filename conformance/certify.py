@@ -6,6 +6,11 @@
 A clause nobody exercised is unknown; a clause of a profile the adapter did not declare is not
 applicable; a REQUIRED clause (one the chat-core scenarios exercise, ``scenarios.required_clauses``)
 that ends unknown makes the whole verdict unknown: missing evidence is never a pass.
+
+Known findings (``--accept CLAUSE``, ``--baseline FILE``: ``acceptance``) are reported ``accepted``,
+never valid: an accepted clause neither fails the run nor holds it at unknown, and one that held is
+reported as a stale acceptance. ``findings`` groups every broken clause with how often it broke and
+its shortest replay.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance.acceptance import Acceptance, baseline_document, classify, write_baseline
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.bundle import write_bundle
 from recoverykit.conformance.checker import (
@@ -70,6 +76,8 @@ class Options:
     broker_factory: BrokerFactory | None = FailpointBroker  # None: no broker (no failpoint can pause)
     progress: Progress | None = None
     strict_evidence: bool = False  # a required clause only the runtime's own word holds valid is unknown
+    acceptance: Acceptance = field(default_factory=Acceptance)  # known findings (--accept, --baseline)
+    write_baseline: Path | None = None  # write this run's findings here (--write-baseline)
 
 
 @dataclass
@@ -84,12 +92,24 @@ class Case:
     run_dirs: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     bundle: Path | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)  # lockstep: every clause its search found
+    repeats: dict[str, int] = field(default_factory=dict)  # lockstep: accepted clauses broken again (programs)
+
+    def broken(self) -> set[str]:
+        return {r.clause_id for r in self.results if r.verdict is Verdict.INVALID}
+
+    def accepted(self, accepted: Any) -> bool:
+        """Invalid only through accepted clauses: a known finding, neither a pass nor a new failure."""
+        broken = self.broken()
+        return self.verdict is Verdict.INVALID and bool(broken) and broken <= set(accepted)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "verdict": self.verdict.value, "clauses": list(self.clauses),
                 "message": self.message, "program": self.program, "seconds": round(self.seconds, 3),
                 "run_dirs": [str(p) for p in self.run_dirs], "bundle": str(self.bundle) if self.bundle else None,
-                "results": [r.as_dict() for r in self.results]}
+                "results": [r.as_dict() for r in self.results],
+                **({"findings": self.findings} if self.kind == "lockstep" else {}),
+                **({"repeats": self.repeats} if self.repeats else {})}
 
 
 @dataclass
@@ -108,6 +128,7 @@ class Certification:
     interrupted: int | None = None  # the signal that stopped the run early (results then say incomplete)
     bases: dict[str, str] = field(default_factory=dict)  # clause -> kit / self-reported (judged clauses only)
     strict_evidence: bool = False
+    acceptance: Acceptance = field(default_factory=Acceptance)
 
     @property
     def exit_code(self) -> int:
@@ -119,15 +140,39 @@ class Certification:
             parts += ["--only", case]
         return shlex.join(parts)
 
+    @property
+    def accepted(self) -> dict[str, str]:
+        return dict(self.acceptance.accepted)
+
+    def label(self, clause_id: str) -> str:
+        """The clause's verdict as reported: ``accepted`` for a known finding that broke again (never valid)."""
+        v = self.clauses.get(clause_id, Verdict.UNKNOWN)
+        return "accepted" if v is Verdict.INVALID and clause_id in self.accepted else v.value
+
+    def acceptance_summary(self) -> dict[str, Any]:
+        return {**self.acceptance.as_dict(),
+                **classify(self.accepted, {c: v.value for c, v in self.clauses.items()})}
+
+    def findings(self) -> list[dict[str, Any]]:
+        return findings_of(self)
+
+    def _clause_entry(self, c: str, v: Verdict) -> dict[str, Any]:
+        entry: dict[str, Any] = {"verdict": self.label(c), "required": c in self.required}
+        if c in self.accepted:
+            entry.update(accepted_by=self.accepted[c], finding=v.value)
+            if v is Verdict.VALID:
+                entry["stale_acceptance"] = True  # accepted, yet it held here: the acceptance can go
+        if c in self.bases:
+            entry.update(evidence=self.bases[c], proof=proof_of(c), proven_by=list(proven().get(c, ())))
+        return entry
+
     def as_dict(self) -> dict[str, Any]:
         from recoverykit import __version__
         return {"verdict": self.verdict.value, "exit_code": self.exit_code, "kit_version": __version__,
                 "adapter": {"command": self.adapter, **self.adapter_info, "profiles": sorted(self.declared)},
                 "seed": self.seed, "profiles": list(self.profiles), "required": sorted(self.required),
-                "clauses": {c: {"verdict": v.value, "required": c in self.required,
-                                **({"evidence": self.bases[c], "proof": proof_of(c),
-                                    "proven_by": list(proven().get(c, ()))} if c in self.bases else {})}
-                            for c, v in sorted(self.clauses.items())},
+                "clauses": {c: self._clause_entry(c, v) for c, v in sorted(self.clauses.items())},
+                "acceptance": self.acceptance_summary(), "findings": self.findings(),
                 "strict_evidence": self.strict_evidence,
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
                 "replay": self.replay_command(),
@@ -156,7 +201,8 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     required = frozenset().union(*(required_clauses(p) for p in options.profiles))
-    cert = Certification(adapter, out, seed, options.profiles, required, strict_evidence=options.strict_evidence)
+    cert = Certification(adapter, out, seed, options.profiles, required, strict_evidence=options.strict_evidence,
+                         acceptance=options.acceptance)
     chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
     lockstep = (not options.only or "lockstep" in options.only)
     finished: list[Case] = []  # every case as it ends: what an interrupted run still reports
@@ -190,6 +236,10 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
         exc.partial_results = _write(cert, started)  # type: ignore[attr-defined]
         raise
     _write(cert, started)
+    if options.write_baseline is not None:
+        from recoverykit import __version__
+        write_baseline(options.write_baseline, baseline_document(
+            cert.findings(), written_by="certify", adapter=cert.adapter_info, kit_version=__version__))
     return cert
 
 
@@ -202,7 +252,7 @@ def _write(cert: Certification, started: float) -> Path:
         for c in cert.required:
             if cert.clauses.get(c) is Verdict.VALID and cert.bases.get(c) != KIT:
                 cert.clauses[c] = Verdict.UNKNOWN
-    cert.verdict = verdict_of(cert.clauses, cert.required)
+    cert.verdict = verdict_of(cert.clauses, cert.required, frozenset(cert.accepted))
     if cert.interrupted is not None and cert.verdict is Verdict.VALID:
         cert.verdict = Verdict.UNKNOWN  # an interrupted run is never a pass
     for case in cert.cases:
@@ -261,7 +311,7 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
         ended(case.results, exc)
     case.verdict = _case_verdict(case)
     case.seconds = time.monotonic() - began
-    _tell(options, scenario.id, case.verdict.value)
+    _tell(options, scenario.id, _shown(cert, case))
     return case
 
 
@@ -312,21 +362,39 @@ def _lockstep_case(cert: Certification, options: Options) -> Case:
     database = private_dir(cert.out / "hypothesis-db")  # Hypothesis' database and its other files: never ./.hypothesis
     with hypothesis_home(database):
         outcome = run_lockstep(config, profile=options.settings_profile, seed=cert.seed,
-                               max_examples=options.examples, database=database)
-    clauses = (outcome.clause_id,) if outcome.clause_id else ()
+                               max_examples=options.examples, database=database,
+                               accepted=frozenset(cert.accepted))
+    clauses = tuple(f.clause_id for f in outcome.findings)
+    first_run = [f.run for f in outcome.findings if f.run is not None][:1] or outcome.runs[-1:]
     case = Case("lockstep", "lockstep", outcome.verdict, clauses, list(outcome.results), outcome.message,
-                outcome.program, outcome.runs[-1:] if outcome.verdict is not Verdict.VALID else [])
-    if outcome.clause_id:
-        case.results.append(ClauseResult(outcome.clause_id, Verdict.INVALID, outcome.message,
-                                         tuple(outcome.program)))
-    elif outcome.ended is not None:  # a protocol break (or silence), or a run that could not finish
-        result = pseudo_result(outcome.ended, outcome.verdict, outcome.message, tuple(outcome.program))
+                outcome.program, first_run if outcome.verdict is not Verdict.VALID else [],
+                findings=[f.as_dict() for f in outcome.findings], repeats=dict(outcome.repeats))
+    if outcome.stopped:
+        case.message = f"{case.message}; {outcome.stopped}" if case.message else outcome.stopped
+    for f in outcome.findings:
+        case.results.append(ClauseResult(f.clause_id, Verdict.INVALID, f.message, tuple(f.program)))
+    for clause_id, n in outcome.repeats.items():  # accepted clauses the search ran into: still broken
+        if not any(r.clause_id == clause_id and r.verdict is Verdict.INVALID for r in case.results):
+            text = outcome.repeat_texts.get(clause_id, f"broke {clause_id}")
+            case.results.append(ClauseResult(clause_id, Verdict.INVALID, f"{text} [in {n} lockstep program(s)]"))
+    if outcome.ended is not None:  # a protocol break (or silence), or a run that could not finish
+        result = pseudo_result(outcome.ended, outcome.ended_verdict or outcome.verdict, outcome.message,
+                               tuple(outcome.program))
         if not any(r.clause_id == result.clause_id and r.verdict is result.verdict for r in case.results):
             case.results.append(result)
-        case.clauses = (outcome.ended,)
+        case.clauses = (*case.clauses, outcome.ended)
+    if case.verdict is Verdict.VALID and case.broken():  # only accepted clauses broke: a known finding, not valid
+        case.verdict = Verdict.INVALID
+        case.message = next(r.text for r in case.results if r.verdict is Verdict.INVALID)
+        case.run_dirs = outcome.runs[-1:]
     case.seconds = time.monotonic() - began
-    _tell(options, "lockstep", case.verdict.value)
+    _tell(options, "lockstep", _shown(cert, case))
     return case
+
+
+def _shown(cert: Certification, case: Case) -> str:
+    """A case's verdict as the progress line shows it: ``accepted`` when only accepted clauses broke."""
+    return "accepted" if case.accepted(cert.accepted) else case.verdict.value
 
 
 def judge(cert: Certification) -> dict[str, Verdict]:
@@ -366,13 +434,49 @@ def bases(cert: Certification) -> dict[str, str]:
     return out
 
 
-def verdict_of(clauses: dict[str, Verdict], required: frozenset[str]) -> Verdict:
+def verdict_of(clauses: dict[str, Verdict], required: frozenset[str],
+               accepted: frozenset[str] = frozenset()) -> Verdict:
     """Invalid if anything broke; unknown if a required clause was not judged valid or a case ended in
-    silence or could not finish (a pseudo-clause judged unknown); else valid."""
-    if Verdict.INVALID in clauses.values():
+    silence or could not finish (a pseudo-clause judged unknown); else valid. An accepted clause (a known
+    finding) decides nothing: neither its failure nor its missing evidence."""
+    if any(v is Verdict.INVALID and c not in accepted for c, v in clauses.items()):
         return Verdict.INVALID
-    if any(clauses.get(c) is not Verdict.VALID for c in required):
+    if any(clauses.get(c) is not Verdict.VALID for c in required if c not in accepted):
         return Verdict.UNKNOWN
     if any(clauses.get(c) is Verdict.UNKNOWN for c in PSEUDO_CLAUSES):
         return Verdict.UNKNOWN
     return Verdict.VALID
+
+
+def findings_of(cert: Certification) -> list[dict[str, Any]]:
+    """Every broken clause once: how many runs broke it (scenario cases, lockstep programs), where, whether
+    it is accepted, and its shortest replay: a scenario (one fixed program; the fastest) before a lockstep
+    program (a search replayed by seed; the fewest steps)."""
+    by: dict[str, dict[str, Any]] = {}
+    for case in cert.cases:
+        lockstep = {f["clause"]: f for f in case.findings}
+        for clause_id in sorted(case.broken()):
+            entry = by.setdefault(clause_id, {"clause": clause_id, "count": 0, "seen_in": [], "_best": None})
+            message = next(r.text for r in case.results if r.clause_id == clause_id and r.verdict is Verdict.INVALID)
+            if case.kind == "lockstep":
+                found = lockstep.get(clause_id)
+                entry["count"] += found["count"] if found else case.repeats.get(clause_id, 1)
+                rank = (1, found["steps"]) if found else (2, 0)
+                replay = {"case": case.name, "replay": cert.replay_command(case.name),
+                          "steps": found["steps"] if found else None,
+                          "program": found["program"] if found else [], "message": message}
+            else:
+                entry["count"] += 1
+                rank = (0, case.seconds)
+                replay = {"case": case.name, "replay": cert.replay_command(case.name), "steps": None,
+                          "seconds": round(case.seconds, 3), "message": message}
+            entry["seen_in"].append(case.name)
+            if entry["_best"] is None or rank < entry["_best"][0]:
+                entry["_best"] = (rank, replay)
+    out = []
+    for clause_id, entry in sorted(by.items()):
+        best = entry.pop("_best")[1]
+        out.append({**entry, "status": "accepted" if clause_id in cert.accepted else "invalid",
+                    **({"accepted_by": cert.accepted[clause_id]} if clause_id in cert.accepted else {}),
+                    "message": best["message"], "shortest": best})
+    return out

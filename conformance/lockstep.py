@@ -19,6 +19,12 @@ checker runs on the history so far after every rule, so a safety clause broken a
 step that revealed it. Every failure names its clause ("broke RI-03: ...") and Hypothesis shrinks
 it to the printed program of rules plus ``@reproduce_failure``.
 
+A clause already found in this search, or accepted by the user (``LockstepConfig.known``), no longer
+ends a program: a history check of it is noted and the program goes on judging every other clause; a
+refinement failure of it leaves the model behind the runtime, so the program is discarded (a Hypothesis
+rejection, ``Diverged``) rather than reported again. ``lockstep_run`` searches again with what it found
+added, so one broken clause cannot hide another.
+
 Assumptions (stated as etcd states its model's): every submit goes to a new session (so each
 acknowledged input is its own chat request); the runtime needs no person to finish chat work
 (no approvals, budgets or permissions are in play here); failpoint crashes need a broker (the
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import ClauseResult, check
@@ -97,6 +104,18 @@ class Broke(AssertionError):
         super().__init__(text or clause(clause_id).broke(detail))
 
 
+class Diverged(UnsatisfiedAssumption):
+    """A known clause (found earlier in the search, or accepted) broke where the model cannot follow the
+    runtime any further: the program is discarded (Hypothesis counts it invalid), never reported again."""
+
+    def __init__(self, clause_id: str, text: str) -> None:
+        self.clause_id, self.text = clause_id, text
+        super().__init__(f"{clause_id} (known): {text}")
+
+    def __str__(self) -> str:
+        return f"{self.clause_id} (known): {self.text}"
+
+
 @dataclass
 class LockstepConfig:
     """What a machine class needs; the certifier reads ``runs`` and ``results`` afterwards."""
@@ -108,6 +127,9 @@ class LockstepConfig:
     results: list[ClauseResult] = field(default_factory=list)
     compared: int = 0  # observations actually compared with the model (none: the verdict is unknown)
     shrink_budget_s: float = 30.0  # after a failure, shrink for at most this long, then report the best found
+    known: set[str] = field(default_factory=set)  # clauses found earlier in this search or accepted: not raised
+    repeats: dict[str, int] = field(default_factory=dict)  # per known clause: programs that broke it again
+    first_text: dict[str, str] = field(default_factory=dict)  # per known clause: the first text seen again
 
 
 def make_machine(config: LockstepConfig) -> type[LockstepMachine]:
@@ -135,6 +157,7 @@ class LockstepMachine(RuleBasedStateMachine):
             self.armed = False
             self.workers: set[int] = set()
             self.last = "start"
+            self.noted: set[str] = set()  # known clauses this program broke again
             self._start()
         except BaseException:  # no machine, so no teardown: the run (and its adapter) must end here
             cfg.results.extend(check(self.run.evidence()))
@@ -285,7 +308,7 @@ class LockstepMachine(RuleBasedStateMachine):
         for work_id in stuck:
             seen = items.get(work_id, {})
             if seen.get("status") not in ("waiting", "failed") or not seen.get("reason_code"):
-                raise Broke("RI-02", f"{work_id} is meant to run but is {seen.get('status')} after every hold was "
+                self._broke("RI-02", f"{work_id} is meant to run but is {seen.get('status')} after every hold was "
                                      f"released and the runtime {'reported quiescence' if quiescent else 'settled'}")
 
     # --- faults ------------------------------------------------------------------------------------
@@ -375,7 +398,7 @@ class LockstepMachine(RuleBasedStateMachine):
                 problems = found
         if not kept:
             clause_id, detail = (problems or [("RI-01", "no state the model allows matches the snapshot")])[0]
-            raise Broke(clause_id, f"{detail} (after {self.last})")
+            self._broke(clause_id, f"{detail} (after {self.last})")
         self.candidates = kept
 
     def _compare(self, state: ModelState, items: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
@@ -418,7 +441,23 @@ class LockstepMachine(RuleBasedStateMachine):
             self._refine(snap)
         for result in check(self.run.evidence()):
             if result.verdict is Verdict.INVALID:
+                if result.clause_id in self.config.known:  # noted; every other clause is still judged
+                    self._note(result.clause_id, result.text)
+                    continue
                 raise Broke(result.clause_id, "", text=result.text)
+
+    def _note(self, clause_id: str, text: str) -> None:
+        if clause_id not in self.noted:
+            self.noted.add(clause_id)
+            self.config.first_text.setdefault(clause_id, text)
+
+    def _broke(self, clause_id: str, detail: str) -> None:
+        """A refinement failure: reported (``Broke``), or for a known clause the program is discarded."""
+        text = clause(clause_id).broke(detail)
+        if clause_id in self.config.known:
+            self._note(clause_id, text)
+            raise Diverged(clause_id, text)
+        raise Broke(clause_id, detail)
 
     def _snapshot(self) -> dict[str, Any]:
         """A short settle, then observe; a definite refusal (storage busy mid-recovery) is asked again."""
@@ -438,3 +477,5 @@ class LockstepMachine(RuleBasedStateMachine):
             cfg.results.extend(check(self.run.evidence()))
         finally:
             self.run.close()
+            for clause_id in self.noted:
+                cfg.repeats[clause_id] = cfg.repeats.get(clause_id, 0) + 1

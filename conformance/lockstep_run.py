@@ -3,8 +3,16 @@
 Kept apart from the machine (``lockstep``) because this is policy, not specification: which short
 programs are tried first (the track record of bugs runtimes had), how long a failure may shrink,
 where failures are stored so the next run tries them first, and how the printed program is kept.
-A failing run comes back as a ``LockstepOutcome`` naming the clause, with the program of rules
-and the ``@reproduce_failure`` line Hypothesis printed.
+
+A finding does not end the search (docs/decisions.md D19): every seed program runs, every stored
+failure is replayed, and after each Hypothesis search that found a clause the search runs again with
+that clause known (``LockstepConfig.known``: noted, never raised again), until a search finds nothing
+new or the profile's ``max_findings`` is reached. Accepted clauses are known from the start, so a
+known finding cannot use up the search. Each finding is the first failure of its clause, shrunk by
+Hypothesis on its own (Hypothesis' ``report_multiple_bugs`` would stop generating ten seconds after the
+first bug, a handful of lockstep programs, and tell bugs apart by the line that raised them, not by
+clause). A run comes back as a ``LockstepOutcome`` holding every ``Finding``: its clause, the program
+of rules, the ``@reproduce_failure`` line Hypothesis printed, and how many programs broke it.
 """
 
 from __future__ import annotations
@@ -19,25 +27,59 @@ from typing import Any
 
 from recoverykit.conformance.checker import COMPLETION, PROTOCOL, ClauseResult
 from recoverykit.conformance.errors import ProtocolError
-from recoverykit.conformance.lockstep import Broke, LockstepConfig, make_machine
+from recoverykit.conformance.lockstep import Broke, Diverged, LockstepConfig, make_machine
 from recoverykit.model.catalogue import RestartKind, Verdict
+
+
+def _program(report: list[str]) -> list[str]:
+    # the invariant runs after every rule anyway: the program shows the rules alone
+    return [line for line in report if (line.startswith("state") and "refines_the_model" not in line)
+            or "reproduce_failure" in line]
+
+
+@dataclass
+class Finding:
+    """The first failure of one clause in this search, shrunk, and how often the search ran into it."""
+
+    clause_id: str
+    message: str
+    report: list[str]  # the printed program and @reproduce_failure
+    source: str  # seed program / stored failure / search
+    run: Path | None = None
+    count: int = 1  # programs that broke it: the first, plus those that ran into it once it was known
+
+    @property
+    def program(self) -> list[str]:
+        return _program(self.report)
+
+    @property
+    def steps(self) -> int:
+        return sum(1 for line in self.program if line.startswith("state.") and line != "state.teardown()")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"clause": self.clause_id, "message": self.message, "program": self.program, "steps": self.steps,
+                "source": self.source, "count": self.count, "run_dir": str(self.run) if self.run else None}
 
 
 @dataclass
 class LockstepOutcome:
     verdict: Verdict
-    clause_id: str | None = None
+    clause_id: str | None = None  # the first finding's (kept for callers of one failure)
     message: str = ""
     report: list[str] = field(default_factory=list)  # the printed program and @reproduce_failure
     results: list[ClauseResult] = field(default_factory=list)
     runs: list[Path] = field(default_factory=list)
     ended: str | None = None  # how a run that did not finish ended: PROTOCOL (a break or silence) or COMPLETION
+    ended_verdict: Verdict | None = None  # that end's own verdict (the outcome's is invalid once anything was found)
+    findings: list[Finding] = field(default_factory=list)
+    searches: int = 0  # Hypothesis searches run (one more after each new finding)
+    repeats: dict[str, int] = field(default_factory=dict)  # known (accepted) clauses broken again: programs
+    repeat_texts: dict[str, str] = field(default_factory=dict)  # ... and the first text of each
+    stopped: str = ""  # why the search ended before finding nothing new, if it did
 
     @property
     def program(self) -> list[str]:
-        # the invariant runs after every rule anyway: the program shows the rules alone
-        return [line for line in self.report if (line.startswith("state") and "refines_the_model" not in line)
-                or "reproduce_failure" in line]
+        return _program(self.report)
 
 
 # Short programs tried before random exploration, like Hypothesis' explicit examples: each is a bug
@@ -79,6 +121,8 @@ def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]],
             lines.append(f"state.{name}({', '.join(f'{k}={_arg(v)}' for k, v in kwargs.items())})")
             getattr(machine, name)(**kwargs)
             machine.refines_the_model_and_keeps_history_clauses()
+    except Diverged:  # a known clause broke where the model cannot follow: the program is over, nothing new
+        lines.append("# discarded: a known clause broke")
     except Exception as exc:
         _ended(outcome, exc, "the program could not finish")
     finally:
@@ -121,27 +165,86 @@ PROFILES: dict[str, dict[str, Any]] = {
     # nightly: many more and longer programs
     "thorough": {"max_examples": 200, "stateful_step_count": 20},
 }
+MAX_FINDINGS = {"ci": 5, "thorough": 20}  # distinct clauses one lockstep run reports before it stops searching
 
 
 def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | None = None,
-                 max_examples: int | None = None, database: Path | None = None) -> LockstepOutcome:
-    """Run the machine under a settings profile; a failure comes back shrunk, with its program."""
+                 max_examples: int | None = None, database: Path | None = None,
+                 accepted: frozenset[str] | set[str] = frozenset()) -> LockstepOutcome:
+    """Seed programs, stored failures, then Hypothesis searches under a settings profile until one finds
+    nothing new; every clause found comes back shrunk, with its program. ``accepted`` clauses are known
+    from the start: noted when broken again, never a finding, never the end of a program's judging."""
+    config.known |= set(accepted)
+    outcome = LockstepOutcome(Verdict.VALID)
+    store = database / "failures.txt" if database is not None else None
+    limit = MAX_FINDINGS.get(profile, MAX_FINDINGS["ci"])
+    try:
+        for program in SEED_PROGRAMS:
+            if not _absorb(config, outcome, run_program(config, program), "seed program"):
+                return outcome  # finished below
+        for version, blob in _stored(store):
+            found = _replay(config, version, blob)
+            if found is not None:
+                _absorb(config, outcome, found, "stored failure")
+        while len(outcome.findings) < limit:
+            found = _search(config, profile, seed, max_examples, database)
+            outcome.searches += 1
+            before = len(outcome.findings)
+            if not _absorb(config, outcome, found, "search") or len(outcome.findings) == before:
+                break
+            _store(store, outcome.findings[-1])
+        else:
+            outcome.stopped = (f"the search stopped after {limit} distinct findings (the {profile} profile's "
+                               "limit); other clauses may be broken too")
+    finally:
+        _finish(config, outcome)
+    return outcome
+
+
+def _absorb(config: LockstepConfig, outcome: LockstepOutcome, found: LockstepOutcome, source: str) -> bool:
+    """Take one program's or search's result into the whole outcome; False when the search must stop (a
+    protocol break, silence, or an environment that could not go on: nothing after it would be evidence)."""
+    if found.clause_id is not None:
+        if found.clause_id not in config.known:
+            config.known.add(found.clause_id)
+            outcome.findings.append(Finding(found.clause_id, found.message, found.report, source,
+                                            config.runs[-1] if config.runs else None))
+        return True
+    if found.verdict is Verdict.VALID:
+        return True
+    outcome.verdict, outcome.message, outcome.ended = found.verdict, found.message, found.ended
+    outcome.ended_verdict, outcome.report = found.verdict, found.report
+    return False
+
+
+def _finish(config: LockstepConfig, outcome: LockstepOutcome) -> LockstepOutcome:
+    """The outcome's verdict and its first finding's fields, from everything the search found."""
+    for f in outcome.findings:
+        f.count += config.repeats.get(f.clause_id, 0)
+    if outcome.findings:  # what was found stands; a run's end after it is recorded beside it (``ended``)
+        first = outcome.findings[0]
+        if outcome.ended is None:
+            outcome.message, outcome.report = first.message, first.report
+        outcome.verdict, outcome.clause_id = Verdict.INVALID, first.clause_id
+    found = {f.clause_id for f in outcome.findings}
+    outcome.repeats = {c: n for c, n in sorted(config.repeats.items()) if c not in found}
+    outcome.repeat_texts = {c: config.first_text[c] for c in outcome.repeats if c in config.first_text}
+    outcome.results = list(config.results)
+    outcome.runs = list(config.runs)
+    if outcome.verdict is Verdict.VALID and (not config.results or not config.compared):
+        outcome.verdict = Verdict.UNKNOWN
+    return outcome
+
+
+def _search(config: LockstepConfig, profile: str, seed: int | None, max_examples: int | None,
+            database: Path | None) -> LockstepOutcome:
+    """One Hypothesis search of the machine; its first failure shrunk (within ``shrink_budget_s``)."""
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis import seed as fix_seed
     from hypothesis.database import DirectoryBasedExampleDatabase
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import get_state_machine_test
 
-    for program in SEED_PROGRAMS:
-        found = run_program(config, program)
-        if found.verdict is not Verdict.VALID:
-            found.results = list(config.results)
-            return found
-    store = database / "failures.txt" if database is not None else None
-    for version, blob in _stored(store):
-        found = _replay(config, version, blob)
-        if found is not None:
-            return found
     limits = dict(PROFILES[profile])
     if max_examples is not None:
         limits["max_examples"] = max_examples
@@ -164,17 +267,16 @@ def run_lockstep(config: LockstepConfig, *, profile: str = "ci", seed: int | Non
         report.extend(_notes(exc))
     finally:
         engine.MAX_SHRINKING_SECONDS = budget
-    if store is not None and outcome.verdict is Verdict.INVALID:
-        lines = [line for line in outcome.report if "@reproduce_failure(" in line]
-        if lines:
-            store.parent.mkdir(parents=True, exist_ok=True)
-            with store.open("a") as f:
-                f.write(lines[0].strip() + "\n")
-    outcome.results = list(config.results)
-    outcome.runs = list(config.runs)
-    if outcome.verdict is Verdict.VALID and (not config.results or not config.compared):
-        outcome.verdict = Verdict.UNKNOWN
     return outcome
+
+
+def _store(store: Path | None, finding: Finding) -> None:
+    """Keep a found failure's blob: the next run replays it first (``_stored``)."""
+    lines = [line for line in finding.report if "@reproduce_failure(" in line]
+    if store is not None and lines:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        with store.open("a") as f:
+            f.write(lines[0].strip() + "\n")
 
 
 _BLOB = re.compile(r"@reproduce_failure\((.*?)\)")
@@ -211,9 +313,8 @@ def _replay(config: LockstepConfig, version: str, blob: bytes) -> LockstepOutcom
     except Broke as exc:
         outcome.clause_id, outcome.message = exc.clause_id, str(exc)
         outcome.report = [*_notes(exc), f"@reproduce_failure({version!r}, {blob!r})"]
-    except (DidNotReproduce, Exception):  # fixed since, or a different Hypothesis: explore afresh
+    except (DidNotReproduce, Exception):  # fixed since, known by now, or a different Hypothesis: explore afresh
         return None
-    outcome.results, outcome.runs = list(config.results), list(config.runs)
     return outcome
 
 

@@ -6,7 +6,10 @@ Installed as the ``recoverykit`` pytest11 entry point. With the option it adds o
 scenario of the catalogue (``recoverykit::<scenario id>``) and, with ``--recoverykit-lockstep``, one
 for the lockstep machine. A scenario whose profile the adapter does not declare is SKIPPED with
 the reason "profile not declared" (honest there: it was not run); an unknown verdict (missing
-evidence) FAILS, because it is not a pass. Without the option the plugin adds nothing.
+evidence) FAILS, because it is not a pass. ``--recoverykit-accept CLAUSE`` (repeatable) and
+``--recoverykit-baseline FILE`` acknowledge known findings (``conformance.acceptance``): a case that broke
+accepted clauses only is XFAIL, never a pass; a malformed baseline is a pytest usage error. Without the
+option the plugin adds nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Keep each scenario's run directory under DIR (default: a temp dir).")
     group.addoption("--recoverykit-lockstep", action="store_true", default=False,
                     help="Also run the lockstep machine (ci settings) as one test item.")
+    group.addoption("--recoverykit-accept", action="append", default=[], metavar="CLAUSE",
+                    help="A known finding: a case that broke only accepted clauses is xfail (repeatable).")
+    group.addoption("--recoverykit-baseline", default=None, metavar="FILE",
+                    help="Accept the findings of a baseline file written by `recoverykit certify --write-baseline`.")
 
 
 class ConformanceFile(pytest.File):
@@ -55,7 +62,9 @@ class ScenarioItem(pytest.Item):
         out = Path(base) if base else Path(tempfile.mkdtemp(prefix="rk-pytest-"))
         cert = Certification(command, out, 0, ("chat_core",), required_clauses())
         cert.declared = set(_PROFILES.get(command, set()))
-        options = Options(adapter=command, out=out)
+        acceptance = self.config._recoverykit_acceptance  # type: ignore[attr-defined]
+        cert.acceptance = acceptance
+        options = Options(adapter=command, out=out, acceptance=acceptance)
         if self.scenario_id == "lockstep":
             case = _lockstep_case(cert, options)
         else:
@@ -64,6 +73,8 @@ class ScenarioItem(pytest.Item):
             _PROFILES[command] = cert.declared
         if case.verdict is Verdict.NOT_APPLICABLE:
             pytest.skip("capability not declared" if case.message.startswith("capability ") else "profile not declared")
+        if case.accepted(acceptance.accepted):  # a known finding: reported as such, never as passed
+            pytest.xfail("accepted finding: " + ", ".join(sorted(case.broken())))
         if case.verdict is not Verdict.VALID:
             raise ConformanceFailure(case)
 
@@ -87,6 +98,14 @@ class ConformanceFailure(Exception):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "recoverykit: a recoverykit conformance scenario")
+    if config.getoption("--recoverykit-adapter", default=None):
+        from recoverykit.conformance.acceptance import load
+        from recoverykit.model.errors import InvalidArgument
+        try:
+            config._recoverykit_acceptance = load(config.getoption("--recoverykit-accept"),  # type: ignore[attr-defined]
+                                                  config.getoption("--recoverykit-baseline"))
+        except InvalidArgument as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

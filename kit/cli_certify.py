@@ -1,7 +1,8 @@
 """``recoverykit certify`` and ``recoverykit check``: thin skins over ``recoverykit.conformance.certify``.
 
 The failpoint broker is the conformance environment's own (``recoverykit.conformance.broker``), so
-nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage;
+nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage (a malformed
+``--baseline`` too); accepted findings (``--accept``, ``--baseline``) decide none of them;
 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``).
 """
 
@@ -18,7 +19,7 @@ from recoverykit.model.errors import InvalidArgument
 from rich.console import Console
 from rich.table import Table
 
-STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_applicable": "dim"}
+STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_applicable": "dim", "accepted": "magenta"}
 
 
 @click.command()
@@ -42,7 +43,15 @@ STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_appl
 @click.option("--strict-evidence", is_flag=True,
               help="A required clause held valid only by what the runtime reports about itself (observe), with no "
                    "evidence of the kit's own (provider ledger, witness log, process table), is unknown.")
-def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only, strict_evidence) -> None:
+@click.option("--accept", "accept", multiple=True, metavar="CLAUSE",
+              help="A known finding: this clause is reported `accepted` (never valid) and does not decide the exit "
+                   "code; one that holds is reported as a stale acceptance (repeatable, or a comma list).")
+@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Accept the findings of a baseline file written by --write-baseline (a malformed one: exit 64).")
+@click.option("--write-baseline", "write_baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Write this run's findings (every clause judged invalid) as a baseline file.")
+def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only, strict_evidence, accept,
+            baseline, write_baseline) -> None:
     """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
 
     Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error;
@@ -57,6 +66,13 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
             split_command(adapter)
         except InvalidArgument as exc:
             raise click.UsageError(str(exc)) from None
+    from recoverykit.conformance.acceptance import load
+    try:
+        acceptance = load(accept, baseline)
+    except InvalidArgument as exc:
+        raise click.UsageError(str(exc)) from None
+    if write_baseline is not None and not write_baseline.parent.resolve().is_dir():
+        raise click.UsageError(f"--write-baseline {write_baseline}: no directory {write_baseline.parent} to write in")
     ids = [s.id for s in all_scenarios()]
     bad = [c for c in only if c != "lockstep" and c not in ids]
     if bad:
@@ -80,7 +96,8 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
 
     options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
                       settings_profile=settings_profile, only=tuple(only),
-                      progress=progress, strict_evidence=strict_evidence)
+                      progress=progress, strict_evidence=strict_evidence, acceptance=acceptance,
+                      write_baseline=write_baseline)
     from recoverykit.conformance.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     try:
@@ -114,7 +131,10 @@ def _table(cert, console: Console) -> None:
             continue
         basis = cert.bases.get(clause_id, "")
         proof = proof_of(clause_id) if basis else ""
-        table.add_row(clause_id, f"[{STYLE[verdict.value]}]{verdict.value}[/]",
+        label = cert.label(clause_id)
+        shown = f"[{STYLE[label]}]{label}[/]" + (" [yellow](stale acceptance)[/]" if clause_id in cert.accepted
+                                                  and verdict is Verdict.VALID else "")
+        table.add_row(clause_id, shown,
                       "yes" if clause_id in cert.required else "", basis,
                       "[yellow]unproven[/]" if proof == "unproven" and verdict is Verdict.VALID else proof)
     console.print(table)
@@ -123,21 +143,55 @@ def _table(cert, console: Console) -> None:
                   "every clause is in results.json", highlight=False)
     for case in cert.cases:
         if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN):
-            console.print(rich_text(case.verdict.value, STYLE[case.verdict.value]),
-                          rich_text(f"{case.name}: {case.message}"), highlight=False)
+            label = "accepted" if case.accepted(cert.accepted) else case.verdict.value
+            console.print(rich_text(label, STYLE[label]), rich_text(f"{case.name}: {case.message}"), highlight=False)
             for line in case.program:
                 console.print(rich_text(f"    {line}"), highlight=False)
+            for more in case.findings[1:]:  # the lockstep search went on after its first finding
+                console.print(rich_text(f"    and {more['message']} ({more['steps']} steps, {more['source']}):"),
+                              highlight=False)
+                for line in more["program"]:
+                    console.print(rich_text(f"      {line}"), highlight=False)
             if case.bundle:
                 console.print(rich_text(f"    bundle: {case.bundle}"), highlight=False)
                 console.print(rich_text(f"    replay: {cert.replay_command(case.name)}"), highlight=False)
+    _findings(cert, console)
     unjudged = sorted(c for c in cert.required if cert.clauses.get(c) is not Verdict.VALID
-                      and cert.clauses.get(c) is not Verdict.INVALID)
+                      and cert.clauses.get(c) is not Verdict.INVALID and c not in cert.accepted)
     if unjudged:
         console.print(f"[yellow]required but never judged valid[/] (missing evidence is not a pass): "
                       f"{', '.join(unjudged)}", highlight=False)
     console.print("verdict:", rich_text(cert.verdict.value, STYLE[cert.verdict.value]),
                   rich_text(f" (seed {cert.seed}, {cert.seconds:.1f} s; results: {cert.out / 'results.json'}, "
                             f"junit: {cert.out / 'junit.xml'})"))
+
+
+def _findings(cert, console: Console) -> None:
+    """Failures grouped per clause (count, shortest replay), then what became of each acceptance."""
+    findings = cert.findings()
+    if findings:
+        console.print("findings per clause (runs that broke it; shortest replay):", highlight=False)
+    for f in findings:
+        best = f["shortest"]
+        steps = f", {best['steps']} steps" if best.get("steps") is not None else ""
+        style = STYLE["accepted" if f["status"] == "accepted" else "invalid"]
+        where = ", ".join(dict.fromkeys(f["seen_in"]))
+        console.print(rich_text(f"  {f['clause']}"), rich_text(f["status"], style),
+                      rich_text(f"x{f['count']} in {where}; shortest: {best['case']}{steps}: {best['replay']}"),
+                      highlight=False)
+    summary = cert.acceptance_summary()
+    if summary["confirmed"]:
+        console.print(rich_text("accepted findings (known, not passed): " + ", ".join(
+            f"{c} ({cert.accepted[c]})" for c in summary["confirmed"]), STYLE["accepted"]), highlight=False)
+    if summary["stale"]:
+        console.print(rich_text("stale acceptances (accepted, yet they held in this run; drop them): "
+                                + ", ".join(summary["stale"]), "yellow"), highlight=False)
+    if summary["not_exercised"]:
+        console.print(rich_text("accepted but not exercised in this run: " + ", ".join(summary["not_exercised"])),
+                      highlight=False)
+    if summary["changed"]:
+        console.print(rich_text("baseline entries not applied (the clause's statement changed since; accept "
+                                "again if still meant): " + ", ".join(summary["changed"]), "yellow"), highlight=False)
 
 
 @click.command()

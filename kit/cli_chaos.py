@@ -31,7 +31,8 @@ def _emit_json(doc: dict) -> None:
     sys.stdout.flush()
 
 
-def _progress(total: int, quiet: bool):
+def _progress(total: int, quiet: bool, accepted=()):
+    from recoverykit.chaos.findings import accepted_case
     done = {"n": 0}
     t0 = time.monotonic()
 
@@ -40,7 +41,8 @@ def _progress(total: int, quiet: bool):
         if quiet:
             return
         extra = result.get("why") or "; ".join(result.get("violations", [])[:1])
-        line = f"[{done['n']}/{total} {time.monotonic() - t0:6.1f}s] {result['status']:<15} {result['id']}"
+        status = "accepted" if accepted_case(result, accepted) else result["status"]
+        line = f"[{done['n']}/{total} {time.monotonic() - t0:6.1f}s] {status:<15} {result['id']}"
         click.echo(visible(line + (f"  ({extra[:160]})" if extra and result["status"] != "passed" else "")), err=True)
     return show
 
@@ -48,11 +50,22 @@ def _progress(total: int, quiet: bool):
 def _summary(doc: dict, out: Path | None) -> None:
     cov = doc.get("coverage", {})
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(doc.get("statuses", {}).items()))
-    click.echo(visible(f"verdict: {doc['verdict']} ({statuses}); coverage {cov.get('exercised_cells')}/"
+    acceptance = doc.get("acceptance") or {}
+    known = f"; {acceptance['cases']} failed only on accepted clauses" if acceptance.get("cases") else ""
+    click.echo(visible(f"verdict: {doc['verdict']} ({statuses}{known}); coverage {cov.get('exercised_cells')}/"
                        f"{cov.get('declared_cells')} declared cells ({cov.get('percent')} %) in {doc.get('wall_s')} s"),
                err=True)
     for reason in doc.get("reasons", [])[:10]:
         click.echo(f"  - {visible(reason)}", err=True)
+    for f in doc.get("findings", []):  # failures grouped per clause: how many cases, and the one to replay first
+        click.echo(visible(f"  {f['clause']} {f['status']}: {f['count']} case(s) at {len(f['cells'])} cell(s); "
+                           f"shortest replay: {f['shortest']['replay']}"), err=True)
+    for key, what in (("confirmed", "accepted findings (known, not passed)"),
+                      ("stale", "stale acceptances (accepted, yet they held in this run; drop them)"),
+                      ("not_exercised", "accepted but not exercised in this run"),
+                      ("changed", "baseline entries not applied (the clause's statement changed since)")):
+        if acceptance.get(key):
+            click.echo(visible(f"{what}: {', '.join(acceptance[key])}"), err=True)
     if out is not None:
         click.echo(f"results and report: {visible(out)}", err=True)
 
@@ -82,14 +95,23 @@ def _summary(doc: dict, out: Path | None) -> None:
                    "dry run: shards of one run then share one case list.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No per-case lines on stderr.")
+@click.option("--accept", "accept", multiple=True, metavar="CLAUSE",
+              help="A known finding: a case that broke only accepted clauses is reported accepted (never passed) and "
+                   "does not decide the exit code; a clause that held is a stale acceptance (repeatable, or a comma "
+                   "list).")
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Accept the findings of a baseline file written by --write-baseline (a malformed one: exit 64).")
+@click.option("--write-baseline", "write_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write this run's findings (every clause a case broke) as a baseline file.")
 def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
-          keep, list_only, trace_path, as_json, quiet) -> int:
+          keep, list_only, trace_path, as_json, quiet, accept, baseline, write_baseline) -> int:
     """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
     from recoverykit import signals
     from recoverykit.chaos import systematic
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
     from recoverykit.chaos.dry_run import TRACE_FILE, Trace
     from recoverykit.chaos.shard import parse_shard, select
+    from recoverykit.conformance.acceptance import load
     from recoverykit.conformance.errors import AdapterCommandError
     from recoverykit.conformance.reaper import reap_stale
     from recoverykit.reports.merge import write_all
@@ -99,6 +121,10 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             from recoverykit.conformance.client_process import split_command
             split_command(adapter)
         the_shard = parse_shard(shard)
+        acceptance = load(accept, baseline)
+        if write_baseline is not None and not Path(write_baseline).parent.resolve().is_dir():
+            raise InvalidArgument(f"--write-baseline {write_baseline}: no directory {Path(write_baseline).parent} "
+                                  "to write in")
         if workers < 0:
             raise InvalidArgument(f"--workers {workers}: 0 runs the cases here, N >= 1 in N pytest-xdist workers")
         if workers and random_waves is not None:
@@ -135,7 +161,8 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
                         click.echo(visible(case.id))
                     return 0
                 doc = _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers,
-                           out, timeout_s, keep, quiet, None if random_waves is not None else len(cases), trace)
+                           out, timeout_s, keep, quiet, None if random_waves is not None else len(cases), trace,
+                           acceptance)
             except AdapterCommandError as exc:  # the adapter command cannot even start: a usage error
                 raise UsageError(str(exc)) from None
             except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped; what finished is written, incomplete
@@ -148,6 +175,15 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
                 signals.finish(exc, out / "results.json" if partial is not None else None)
         for path in write_all(doc, out).values():
             privatize(path)  # results and reports are as private as the runs: 0600
+    if write_baseline is not None:
+        from recoverykit import __version__
+        from recoverykit.conformance.acceptance import baseline_document
+        from recoverykit.conformance.acceptance import write_baseline as write_file
+        try:
+            write_file(write_baseline, baseline_document(doc.get("findings", []), written_by="chaos",
+                                                         adapter=doc.get("adapter") or {}, kit_version=__version__))
+        except InvalidArgument as exc:
+            raise UsageError(str(exc)) from None
     if as_json:
         _emit_json(doc)
     _summary(doc, out)
@@ -155,7 +191,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
 
 
 def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers, out, timeout_s,
-         keep, quiet, total, trace) -> dict:
+         keep, quiet, total, trace, acceptance) -> dict:
     """The run itself (systematic, replay or random waves); its results document."""
     from recoverykit.chaos import random_waves as waves
     from recoverykit.chaos import systematic
@@ -164,22 +200,22 @@ def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, th
     if random_waves is None:
         return systematic.run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=the_shard,
                               workers=workers, out_dir=out, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay,
-                              trace=trace, progress=_progress(total, quiet))
+                              trace=trace, progress=_progress(total, quiet, acceptance.accepted), acceptance=acceptance)
     reap_stale()
     t0, started = time.monotonic(), time.time()
     declared = systematic.declare(adapter, out / "runs")
     selection = {"random": random_waves, "seed": seed}
     try:
         results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
-                                  progress=_progress(random_waves, quiet))
+                                  progress=_progress(random_waves, quiet, acceptance.accepted))
     except KeyboardInterrupt as exc:
         doc = systematic.results_document(getattr(exc, "partial_results", []), declared, mode="random",
                                           shard=the_shard, selection=selection, seed=seed, started=started,
-                                          wall_s=time.monotonic() - t0)
+                                          wall_s=time.monotonic() - t0, acceptance=acceptance)
         exc.partial_document = systematic.incomplete(doc, exc, random_waves)  # type: ignore[attr-defined]
         raise
     return systematic.results_document(results, declared, mode="random", shard=the_shard, selection=selection,
-                                       seed=seed, started=started, wall_s=time.monotonic() - t0)
+                                       seed=seed, started=started, wall_s=time.monotonic() - t0, acceptance=acceptance)
 
 
 @click.command()

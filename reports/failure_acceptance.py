@@ -12,7 +12,10 @@ is judged by the cases that stopped the runtime at that point and restarted it t
   naming no point, no kind and no scenario is left unjudged (listed as such), never passed.
 
 Every invalid cell carries its evidence (the violation text) and the one command that reproduces it
-(``recoverykit chaos --replay <case id>``). The report stores the sha256 of the results it was built
+(``recoverykit chaos --replay <case id>``). Known findings (``--accept``, ``--baseline``) are ``accepted``,
+never valid: a cell whose failure is an accepted clause's, or an FA cell whose case failed only on accepted
+clauses, is ``accepted``, and the report carries the run's findings grouped per clause (count, cells, the
+shortest replay). The report stores the sha256 of the results it was built
 from, so a stored report is re-validated by rebuilding it (``validate``), as etcd re-checks stored
 robustness reports.
 """
@@ -24,6 +27,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from recoverykit.chaos.findings import accepted_case
 from recoverykit.conformance.scenarios import all_scenarios
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, RestartKind, Verdict
 from recoverykit.model.contract import CLAUSES, Method, clause
@@ -32,7 +36,8 @@ from recoverykit.model.errors import InvalidArgument, MalformedRecord
 REPORT_KIND = "recoverykit-failure-acceptance-report"
 REPORT_VERSION = 1
 RESULTS_KIND = "recoverykit-chaos-results"
-_RANK = {Verdict.INVALID.value: 0, Verdict.VALID.value: 1, Verdict.UNKNOWN.value: 2}
+ACCEPTED = "accepted"  # a known finding (--accept, --baseline): broken, acknowledged, never valid
+_RANK = {Verdict.INVALID.value: 0, ACCEPTED: 1, Verdict.VALID.value: 2, Verdict.UNKNOWN.value: 3}
 
 
 def digest(results: dict[str, Any]) -> str:
@@ -58,9 +63,9 @@ def _cell(cells: dict, key: tuple[str, str, str]) -> dict[str, Any]:
 
 def _judge(cell: dict[str, Any], verdict: str, case: dict[str, Any], evidence: str | None) -> None:
     cell["cases"] += 1
-    if _RANK.get(verdict, 2) < _RANK[cell["verdict"]]:
+    if _RANK.get(verdict, 3) < _RANK[cell["verdict"]]:
         cell["verdict"] = verdict
-    if verdict == Verdict.INVALID.value:
+    if verdict in (Verdict.INVALID.value, ACCEPTED):
         if evidence and len(cell["evidence"]) < 3:
             cell["evidence"].append(f"{case['id']}: {evidence}")
         cell["reproduce"] = cell["reproduce"] or case.get("replay")
@@ -69,6 +74,7 @@ def _judge(cell: dict[str, Any], verdict: str, case: dict[str, Any], evidence: s
 def build(results: dict[str, Any]) -> dict[str, Any]:
     """The report (JSON-ready) for one results document."""
     results = _check_results(results)
+    accepted = (results.get("acceptance") or {}).get("accepted") or {}
     cells: dict[tuple[str, str, str], dict[str, Any]] = {}
     by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for case in results["cases"]:
@@ -76,7 +82,8 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
             continue
         by_cell[(case["point"], case["kind"])].append(case)
         for c in case.get("clauses", []):
-            _judge(_cell(cells, (c["clause"], case["point"], case["kind"])), c["verdict"], case, c.get("text"))
+            verdict = ACCEPTED if c["verdict"] == Verdict.INVALID.value and c["clause"] in accepted else c["verdict"]
+            _judge(_cell(cells, (c["clause"], case["point"], case["kind"])), verdict, case, c.get("text"))
     for fa in (c for c in CLAUSES if c.area == "FA"):
         points = fa.points or tuple(p.name for p in INTERRUPTION_POINTS)
         kinds = tuple(k.value for k in (fa.restarts or tuple(RestartKind)))
@@ -95,16 +102,21 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
                     # a failed case is a failure at this cell; a passed one says nothing about this FA clause
                     # unless a check of it ran (a label without a check is never a pass)
                     verdict = Verdict.INVALID.value if case["status"] == "failed" else Verdict.UNKNOWN.value
+                    if verdict == Verdict.INVALID.value and accepted_case(case, accepted):
+                        verdict = ACCEPTED  # it failed on accepted clauses only
                     first = (case.get("violations") or [None])[0]
                     _judge(_cell(cells, (fa.id, point, kind)), verdict, case, first)
     ordered = sorted(cells.values(), key=lambda c: (_clause_order(c["clause"]), c["point"], c["kind"]))
-    per_clause: dict[str, dict[str, int]] = defaultdict(lambda: {"valid": 0, "invalid": 0, "unknown": 0})
+    per_clause: dict[str, dict[str, int]] = defaultdict(lambda: {"valid": 0, "invalid": 0, ACCEPTED: 0,
+                                                                  "unknown": 0})
     for cell in ordered:
         per_clause[cell["clause"]][cell["verdict"]] += 1
     clauses = [{"clause": cid, "statement": clause(cid).statement, **counts,
-                "verdict": "invalid" if counts["invalid"] else "valid" if counts["valid"] else "unknown"}
+                "verdict": "invalid" if counts["invalid"] else ACCEPTED if counts[ACCEPTED] else
+                "valid" if counts["valid"] else "unknown"}
                for cid, counts in sorted(per_clause.items(), key=lambda kv: _clause_order(kv[0]))]
     failing = [c for c in ordered if c["verdict"] == Verdict.INVALID.value]
+    known = [c for c in ordered if c["verdict"] == ACCEPTED]
     # clauses the chaos runner is meant to judge (method chaos) that no cell judged: listed, never passed
     unjudged = [c.id for c in CLAUSES if Method.CHAOS in c.methods and c.id not in per_clause]
     adapter = results.get("adapter") or {}
@@ -117,7 +129,8 @@ def build(results: dict[str, Any]) -> dict[str, Any]:
                                                  "declared_kinds", "declared_never_hit", "counts")},
             "coverage_cells": [{k: c[k] for k in ("point", "kind", "status", "why")} for c in cov.get("cells", [])],
             "points": [p.name for p in INTERRUPTION_POINTS], "kinds": [k.value for k in RestartKind],
-            "clauses": clauses, "unjudged_chaos_clauses": unjudged, "failing": failing, "cells": ordered}
+            "clauses": clauses, "unjudged_chaos_clauses": unjudged, "failing": failing, "accepted_cells": known,
+            "findings": results.get("findings", []), "acceptance": results.get("acceptance") or {}, "cells": ordered}
 
 
 def _clause_order(clause_id: str) -> int:
@@ -135,7 +148,7 @@ def validate(report: dict[str, Any], results: dict[str, Any]) -> list[str]:
     if report.get("results_sha256") != digest(results):
         problems.append("the report was built from other results (sha256 differs)")
     fresh = build(results)
-    for key in ("verdict", "clauses", "failing", "cells", "coverage_cells"):
+    for key in ("verdict", "clauses", "failing", "accepted_cells", "cells", "coverage_cells"):
         if report.get(key) != fresh[key]:
             problems.append(f"{key} differs from a rebuild of the results")
     return problems

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from recoverykit.chaos import coverage
-from recoverykit.chaos.systematic import RESULTS_KIND, clause_summary, verdict_of
+from recoverykit.chaos.findings import findings
+from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of
+from recoverykit.conformance.acceptance import Acceptance
 from recoverykit.model.errors import InvalidArgument
 from recoverykit.reports import failure_acceptance, render, results_db
 from recoverykit.reports.junit import junit_xml
@@ -66,7 +68,12 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
             seen[case["id"]] = str(part.get("shard"))
             cases.append(case)
     cov = coverage.merge_cells(p["coverage"] for p in parts)
-    verdict, reasons = verdict_of(cases, cov)
+    acceptances = [Acceptance.from_dict(p.get("acceptance")) for p in parts]
+    if any(a.accepted != acceptances[0].accepted for a in acceptances):
+        raise InvalidArgument("these shards ran with different acceptances (--accept / --baseline); run every shard "
+                              "with the same ones")
+    acceptance = acceptances[0]
+    verdict, reasons = verdict_of(cases, cov, acceptance.accepted)
     statuses: dict[str, int] = {}
     for c in cases:
         statuses[c["status"]] = statuses.get(c["status"], 0) + 1
@@ -75,7 +82,8 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "shard": "+".join(sorted(str(p.get("shard")) for p in parts)), "merged_from": len(parts),
             "started": min(p.get("started", 0) for p in parts), "wall_s": max(p.get("wall_s", 0) for p in parts),
             "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses, "clauses": clause_summary(cases),
-            "coverage": cov, "cases": cases}
+            "coverage": cov, "cases": cases, "acceptance": acceptance_block(cases, acceptance),
+            "findings": findings(cases, acceptance.accepted)}
 
 
 def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:

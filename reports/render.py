@@ -15,7 +15,7 @@ import jinja2
 from recoverykit.conformance.safe_text import fence, markdown_text, xml_text
 
 MARK = {"exercised": "✔", "not_implemented": "·", "not_reachable": "–", "unknown": "?", "not_selected": " "}
-VERDICT_MARK = {"valid": "valid", "invalid": "**INVALID**", "unknown": "unknown"}
+VERDICT_MARK = {"valid": "valid", "invalid": "**INVALID**", "unknown": "unknown", "accepted": "accepted (known)"}
 
 
 def _matrix(report: dict[str, Any]) -> dict[tuple[str, str], str]:
@@ -53,6 +53,7 @@ def markdown(report: dict[str, Any], generated_by: str | None = None) -> str:
         out += [f"### {cell['clause']} at `{cell['point']}` under `{cell['kind']}`", ""]
         out += [f"- {markdown_text(e)}" for e in cell["evidence"]]
         out += ["", "Reproduce:", "", *fence(cell["reproduce"]), ""]
+    out += _findings_md(report)
     out += ["", "## Clauses", "", "Cells judged per clause (clause x point x restart kind).", "",
             "| clause | verdict | valid | invalid | unknown | statement |", "| --- | --- | ---: | ---: | ---: | --- |"]
     for c in report["clauses"]:
@@ -66,6 +67,31 @@ def markdown(report: dict[str, Any], generated_by: str | None = None) -> str:
     return "\n".join(out)
 
 
+def _findings_md(report: dict[str, Any]) -> list[str]:
+    """Failures grouped per clause, accepted cells and stale acceptances: only when the run has any."""
+    out: list[str] = []
+    if report.get("findings"):
+        out += ["", "## Findings per clause", "", "Each broken clause once: how many cases broke it, where, and the "
+                "shortest case to replay (one restart before two, the earliest hit, then the fastest).", ""]
+        for f in report["findings"]:
+            out += [f"### {f['clause']}: {f['status']}", "",
+                    f"{f['count']} case(s) at {len(f['cells'])} cell(s): "
+                    + ", ".join(f"`{markdown_text(c)}`" for c in f["cells"]) + ".", "",
+                    f"- {markdown_text(f.get('message') or '')}", "", "Shortest replay:", "",
+                    *fence(f["shortest"].get("replay")), ""]
+    if report.get("accepted_cells"):
+        out += ["", "## Accepted cells (known findings, not passed)", ""]
+        out += [f"- {c['clause']} at `{c['point']}` under `{c['kind']}`: {c['cases']} case(s)"
+                for c in report["accepted_cells"]]
+    acceptance = report.get("acceptance") or {}
+    for key, what in (("stale", "Stale acceptances (accepted, yet they held in this run; drop them)"),
+                      ("not_exercised", "Accepted but not exercised in this run"),
+                      ("changed", "Baseline entries not applied (the clause's statement changed since)")):
+        if acceptance.get(key):
+            out += ["", f"{what}: " + ", ".join(acceptance[key]) + "."]
+    return out
+
+
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Failure-acceptance report: {{ r.adapter.name }}</title>
@@ -74,7 +100,8 @@ body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
 th{background:#f3f3f3;font-weight:600}.exercised{background:#cfeccf}.not_implemented{background:#eee;color:#888}
 .not_reachable{background:#fafafa;color:#bbb}.unknown{background:#ffe9a8}.not_selected{background:#fff}
-.invalid{background:#f7c2c2;font-weight:600}.valid{color:#176317}code,pre{background:#f6f6f6;padding:1px 3px}
+.invalid{background:#f7c2c2;font-weight:600}
+.accepted{background:#ead7f7}.valid{color:#176317}code,pre{background:#f6f6f6;padding:1px 3px}
 th.k{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:500}
 </style></head><body>
 <h1>Failure-acceptance report: {{ r.adapter.name }} {{ r.adapter.version }}</h1>
@@ -93,6 +120,16 @@ Cases: {% for k, v in r.statuses|dictsort %}{{ k }} {{ v }}{% if not loop.last %
 {% for c in r.failing %}<h3>{{ c.clause }} at <code>{{ c.point }}</code> under <code>{{ c.kind }}</code></h3>
 <ul>{% for e in c.evidence %}<li>{{ e }}</li>{% endfor %}</ul><pre>{{ c.reproduce }}</pre>
 {% else %}<p>None.</p>{% endfor %}
+{% if r.findings %}<h2>Findings per clause</h2>
+{% for f in r.findings %}<h3>{{ f.clause }}: {{ f.status }}</h3><p>{{ f.count }} case(s) at {{ f.cells|length }}
+cell(s): {% for c in f.cells %}<code>{{ c }}</code> {% endfor %}</p><p>{{ f.message }}</p>
+<pre>{{ f.shortest.replay }}</pre>{% endfor %}
+{% endif %}{% if r.accepted_cells %}<h2>Accepted cells (known findings, not passed)</h2><ul>
+{% for c in r.accepted_cells %}<li>{{ c.clause }} at <code>{{ c.point }}</code> under <code>{{ c.kind }}</code>:
+{{ c.cases }} case(s)</li>{% endfor %}</ul>
+{% endif %}{% for key in ["stale", "not_exercised", "changed"] %}{% if r.acceptance.get(key) %}<p>{{ key }}
+acceptance(s): {{ r.acceptance[key]|join(", ") }}</p>
+{% endif %}{% endfor -%}
 <h2>Clauses</h2>
 <table><tr><th>clause</th><th>verdict</th><th>valid</th><th>invalid</th><th>unknown</th><th>statement</th></tr>
 {% for c in r.clauses %}<tr><td>{{ c.clause }}</td><td class="{{ c.verdict }}">{{ c.verdict }}</td>

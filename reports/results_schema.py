@@ -80,10 +80,22 @@ class AdapterInfo(_Open):
     name: str | None = None
 
 
+class AcceptanceInfo(_Open):
+    accepted: dict[str, str] = {}  # clause -> where it was accepted (--accept, a baseline file)
+
+    @model_validator(mode="after")
+    def _known(self) -> AcceptanceInfo:
+        unknown = sorted(set(self.accepted) - CLAUSE_IDS)
+        if unknown:
+            raise ValueError(f"accepted clause {unknown[0]!r} is not in the contract catalogue")
+        return self
+
+
 class ResultsDocument(_Open):
     kind: Literal["recoverykit-chaos-results"]
     cases: list[CaseEntry]
     coverage: Coverage
+    acceptance: AcceptanceInfo | None = None
     adapter: AdapterInfo | None = None
     started: Number = 0
     wall_s: Number = 0

@@ -103,6 +103,32 @@ def test_hypothesis_finds_shrinks_and_prints_a_reproduction(tmp_path, monkeypatc
     assert any("@reproduce_failure(" in line for line in outcome.program)
     stored = (tmp_path / "db" / "failures.txt").read_text()  # stored, and tried first next time:
     assert "@reproduce_failure(" in stored
+    assert outcome.searches == 2 and [f.clause_id for f in outcome.findings] == ["USG-05"]  # searched again
     again = run_lockstep(LockstepConfig(f"{MINI} --bug sum_usage", out=tmp_path / "again"), seed=6,
                          max_examples=1, database=tmp_path / "db")
-    assert again.clause_id == "USG-05" and len(again.runs) == 1  # replayed at once, no search
+    assert again.clause_id == "USG-05" and again.findings[0].source == "stored failure"  # replayed first
+    assert again.findings[0].run == again.runs[0]  # the very first run: no search before it
+
+
+def test_a_known_clause_discards_the_program_instead_of_failing_it():
+    m = machine(Submit(work_id="w1"), Pause(work_id="w1"))
+    m.config = LockstepConfig("unused", known={"RI-03"})
+    m.noted = set()
+    with pytest.raises(lockstep.Diverged) as info:  # a Hypothesis rejection: neither a pass nor a new finding
+        m._refine(seen("done", "finished"))
+    assert info.value.clause_id == "RI-03" and m.noted == {"RI-03"}
+
+
+@pytest.mark.slow
+def test_one_broken_clause_does_not_hide_another(tmp_path, monkeypatch):
+    monkeypatch.setattr(lockstep_run, "SEED_PROGRAMS", SEED_PROGRAMS[:2])  # a finished turn; pause, then kill
+    two = f"{MINI} --bug sum_usage,resume_paused"  # breaks USG-05 (any finished turn) and RI-03 (pause, kill)
+    outcome = run_lockstep(LockstepConfig(two, out=tmp_path / "a", shrink_budget_s=3.0), seed=3, max_examples=1)
+    assert outcome.verdict is Verdict.INVALID
+    assert {f.clause_id for f in outcome.findings} >= {"USG-05", "RI-03"}, [f.message for f in outcome.findings]
+    ri03 = next(f for f in outcome.findings if f.clause_id == "RI-03")
+    assert 1 <= ri03.steps <= 5 and "state.pause(i=0)" in ri03.program
+    # USG-05 accepted: never a finding, noted when broken again, and the search still finds RI-03
+    known = run_lockstep(LockstepConfig(two, out=tmp_path / "b", shrink_budget_s=3.0), seed=3, max_examples=1,
+                         accepted={"USG-05"})
+    assert [f.clause_id for f in known.findings] == ["RI-03"] and known.repeats.get("USG-05", 0) >= 1

@@ -89,6 +89,21 @@ def test_the_pytest_plugin_fails_a_broken_adapter(tmp_path):
     assert "USG-05" in done.stdout
 
 
+@pytest.mark.slow
+def test_the_pytest_plugin_reports_an_accepted_finding_xfail_and_refuses_a_bad_baseline(tmp_path):
+    adapter = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'} --bug sum_usage"
+    base = [sys.executable, "-m", "pytest", "-q", "-rx", "-p", "no:cacheprovider", f"--recoverykit-adapter={adapter}",
+            "-k", "chat_read_tool"]
+    done = subprocess.run([*base, "--recoverykit-accept=USG-05"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "1 xfailed" in done.stdout and "accepted finding: USG-05" in done.stdout
+    (tmp_path / "bad.json").write_text("{")
+    bad = subprocess.run([*base, f"--recoverykit-baseline={tmp_path / 'bad.json'}"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 4 and "cannot be read as JSON" in bad.stderr, bad.stdout + bad.stderr  # pytest's usage
+
+
 def test_docs_name_every_required_clause_and_every_scenario():
     text = (ROOT / "docs" / "certify.md").read_text()
     for clause_id in required_clauses(Profile.CHAT_CORE):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small but real runtime behind the adapter protocol, for the kit's own certify tests.
 
-``python tests/adapters/mini_runtime.py [--bug resume_paused|rerun_unknown|sum_usage] [--no-request-id]``
+``python tests/adapters/mini_runtime.py [--bug resume_paused|rerun_unknown|sum_usage[,...]] [--no-request-id]``
 
 This process is the adapter and the control service: it saves user controls in ``state.db``
 before acknowledging them. The work is done by a separate worker process (``mini_worker.py``) that
@@ -250,9 +250,20 @@ class Mini:
         self.op_shutdown({})
 
 
+BUGS = ("resume_paused", "rerun_unknown", "sum_usage")
+
+
+def _bugs(value: str) -> str:
+    unknown = [b for b in value.split(",") if b and b not in BUGS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no bug {unknown[0]!r}; choose from {', '.join(BUGS)}")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bug", default="", choices=["", "resume_paused", "rerun_unknown", "sum_usage"])
+    parser.add_argument("--bug", default="", type=_bugs,
+                        help="deliberate contract violations: resume_paused, rerun_unknown, sum_usage (comma list)")
     parser.add_argument("--profiles", default="chat_core",
                         help="profiles to declare (comma-separated); declaring one it does not implement is a lie "
                              "the kit must report as unknown, never as passed")

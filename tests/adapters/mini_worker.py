@@ -2,7 +2,7 @@
 
 Started by ``mini_runtime.py`` as a real child process; everything it knows comes from
 ``config.json`` and ``state.db`` in the data dir, so a SIGKILL loses nothing committed. Each
-``--bug`` is one deliberate contract violation for the kit's tests:
+``--bug`` is one deliberate contract violation for the kit's tests (a comma list combines them):
 
 - ``resume_paused``: at start, paused work is set running again (breaks RI-03);
 - ``rerun_unknown``: a dispatched unknown-effect call whose child is gone is run again (breaks FA-15);
@@ -57,7 +57,7 @@ class Worker:
         self.data_dir = data_dir
         with open(os.path.join(data_dir, "config.json")) as f:
             self.cfg = json.load(f)
-        self.bug = self.cfg.get("bug") or ""
+        self.bugs = set(filter(None, (self.cfg.get("bug") or "").split(",")))
         self.no_request_id = bool(self.cfg.get("no_request_id"))
         self.host = os.environ.get("MINI_HOST_ID", "host-a")
         self.offset = float(os.environ.get("MINI_CLOCK_OFFSET_S", "0") or 0)
@@ -71,7 +71,7 @@ class Worker:
 
     def recover(self) -> None:
         with tx(self.db):
-            if self.bug == "resume_paused":  # BUG: a restart is taken as a reason to resume paused work
+            if "resume_paused" in self.bugs:  # BUG: a restart is taken as a reason to resume paused work
                 self.db.execute("UPDATE work SET desired='run', status='queued', reason='queued', cv=cv+1 "
                                 "WHERE desired='paused'")
             for lease in rows(self.db, "SELECT * FROM leases WHERE released=0"):
@@ -224,7 +224,7 @@ class Worker:
             if done is not None:
                 self.commit(item, call, done)
                 return
-            if call["effect"] == "unknown" and self.bug != "rerun_unknown":
+            if call["effect"] == "unknown" and "rerun_unknown" not in self.bugs:
                 self.commit(item, call, None, repair=f"repair:{call['call_id']}")
                 return
         self.dispatch(item, call, out_path)
@@ -293,7 +293,7 @@ class Worker:
             if chunk.get("usage"):
                 got = [chunk["usage"]["prompt_tokens"], chunk["usage"]["completion_tokens"]]
                 usage = usage or [0, 0]
-                if self.bug == "sum_usage":  # BUG: cumulative snapshots summed instead of a watermark
+                if "sum_usage" in self.bugs:  # BUG: cumulative snapshots summed instead of a watermark
                     usage = [usage[0] + got[0], usage[1] + got[1]]
                 else:
                     usage = [max(usage[0], got[0]), max(usage[1], got[1])]

@@ -1,0 +1,155 @@
+"""Known findings, acknowledged: ``--accept CLAUSE`` and baseline files, for certify and chaos alike.
+
+A runtime that already breaks one clause must still be able to gate regressions in every other one
+(pytest's strict xfail, a linter's baseline). An acceptance names contract clauses; the unit is the
+clause because it is the unit of the contract's verdict (docs/decisions.md D19): a finding is "clause
+C was judged invalid". A baseline entry also stores the sha256 of the clause's statement when it was
+written: if the contract has since changed what C means, the entry no longer matches (it is listed as
+``changed``) and C gates again until it is re-accepted. Where a finding was seen (cases, replays) is
+kept in the entry for the reader, never used to match: the lockstep search is randomised, so "also
+seen in another case" would make the gate flaky.
+
+An accepted clause is never valid and never passed: it is reported ``accepted`` when it broke, as a
+``stale`` acceptance when it held (time to drop it from the baseline), and it neither fails the run
+nor holds the verdict at unknown. Pseudo-clauses (``protocol``, ``completion``) cannot be accepted:
+a protocol break leaves nothing else judgeable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recoverykit.conformance.private_files import write_private
+from recoverykit.model.contract import CLAUSES, clause
+from recoverykit.model.errors import InvalidArgument
+
+BASELINE_KIND = "recoverykit-baseline"
+BASELINE_VERSION = 1
+CLAUSE_IDS = frozenset(c.id for c in CLAUSES)
+ACCEPT_FLAG = "--accept"
+
+
+def statement_sha256(clause_id: str) -> str:
+    return hashlib.sha256(clause(clause_id).statement.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The acceptances in force for one run: clause -> where it was accepted (``--accept`` or the baseline)."""
+
+    accepted: Mapping[str, str] = field(default_factory=dict)
+    baseline: str | None = None  # the baseline file, as given
+    changed: tuple[str, ...] = ()  # baseline entries whose clause statement changed since: not applied
+
+    def __bool__(self) -> bool:
+        return bool(self.accepted)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"accepted": dict(sorted(self.accepted.items())), "baseline": self.baseline,
+                "changed": list(self.changed)}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Acceptance:
+        """The acceptance a results document recorded (``as_dict``); none when it recorded none."""
+        if not isinstance(doc, dict):
+            return cls()
+        accepted = doc.get("accepted") or {}
+        if not isinstance(accepted, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                     for k, v in accepted.items()):
+            raise InvalidArgument("the results document's acceptance.accepted is not a map of clause ids to sources")
+        return cls(dict(accepted), doc.get("baseline"), tuple(doc.get("changed") or ()))
+
+
+def _clause_id(value: str, where: str) -> str:
+    if value not in CLAUSE_IDS:
+        near = sorted(c for c in CLAUSE_IDS if c.split("-")[0] == value.split("-")[0])[:8]
+        raise InvalidArgument(f"{where} {value!r} is not a clause of the contract"
+                              + (f" (clauses of that area: {', '.join(near)})" if near else
+                                 "; `recoverykit contract docs` lists them"))
+    return value
+
+
+def load(accept: Iterable[str] = (), baseline: str | Path | None = None) -> Acceptance:
+    """The acceptance of ``--accept`` values and a ``--baseline`` file; a bad value or file is ``InvalidArgument``."""
+    accepted: dict[str, str] = {}
+    changed: list[str] = []
+    if baseline is not None:
+        for entry in read_baseline(baseline):
+            if entry["statement_sha256"] != statement_sha256(entry["clause"]):
+                changed.append(entry["clause"])
+            else:
+                accepted[entry["clause"]] = f"baseline {baseline}"
+    for value in accept:
+        for part in (p.strip() for p in value.split(",")):
+            if part:
+                accepted[_clause_id(part, ACCEPT_FLAG)] = ACCEPT_FLAG
+    return Acceptance(accepted, None if baseline is None else str(baseline), tuple(sorted(changed)))
+
+
+def read_baseline(path: str | Path) -> list[dict[str, Any]]:
+    """The findings of a baseline file, checked entry by entry; anything else is ``InvalidArgument`` (exit 64)."""
+    where = f"--baseline {path}"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"{where} cannot be read as JSON ({type(exc).__name__}: {str(exc)[:200]}); pass a "
+                              "file written by --write-baseline") from None
+    if not isinstance(doc, dict) or doc.get("kind") != BASELINE_KIND:
+        raise InvalidArgument(f"{where} is not a recoverykit baseline (kind {BASELINE_KIND!r}); pass a file written "
+                              "by --write-baseline")
+    if doc.get("version") != BASELINE_VERSION:
+        raise InvalidArgument(f"{where} has version {doc.get('version')!r}; this kit reads version "
+                              f"{BASELINE_VERSION}: write it again with --write-baseline")
+    findings = doc.get("findings")
+    if not isinstance(findings, list):
+        raise InvalidArgument(f"{where}: findings is not a list")
+    out = []
+    for i, entry in enumerate(findings):
+        if not isinstance(entry, dict) or not isinstance(entry.get("clause"), str) \
+                or not isinstance(entry.get("statement_sha256"), str):
+            raise InvalidArgument(f"{where}: findings[{i}] needs a clause id and the statement_sha256 it was "
+                                  "written against")
+        _clause_id(entry["clause"], f"{where}: findings[{i}].clause")
+        out.append(entry)
+    return out
+
+
+def baseline_document(findings: Iterable[Mapping[str, Any]], *, written_by: str, adapter: Mapping[str, Any],
+                      kit_version: str) -> dict[str, Any]:
+    """A baseline from a run's findings (``findings_of`` entries): every clause it judged invalid."""
+    entries = []
+    for f in findings:
+        if f["clause"] not in CLAUSE_IDS:
+            continue  # a pseudo-clause (a protocol break) is never acceptable
+        shortest = f.get("shortest") or {}
+        entries.append({"clause": f["clause"], "statement_sha256": statement_sha256(f["clause"]),
+                        "statement": clause(f["clause"]).statement, "count": f.get("count"),
+                        "seen_in": list(f.get("seen_in", []))[:20], "replay": shortest.get("replay"),
+                        "example": (f.get("message") or "")[:500]})
+    return {"kind": BASELINE_KIND, "version": BASELINE_VERSION, "written_by": written_by, "kit_version": kit_version,
+            "adapter": {k: adapter.get(k) for k in ("name", "version") if k in adapter},
+            "findings": sorted(entries, key=lambda e: e["clause"])}
+
+
+def write_baseline(path: str | Path, doc: Mapping[str, Any]) -> Path:
+    target = Path(path)
+    try:
+        write_private(target, json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise InvalidArgument(f"--write-baseline {path}: cannot write there ({exc})") from None
+    return target
+
+
+def classify(accepted: Mapping[str, str], verdicts: Mapping[str, str]) -> dict[str, list[str]]:
+    """Each accepted clause by what this run saw: ``confirmed`` (it broke: the known finding), ``stale`` (it held
+    and never broke: the acceptance can go), ``not_exercised`` (no evidence either way)."""
+    out: dict[str, list[str]] = {"confirmed": [], "stale": [], "not_exercised": []}
+    for c in sorted(accepted):
+        v = verdicts.get(c)
+        out["confirmed" if v == "invalid" else "stale" if v == "valid" else "not_exercised"].append(c)
+    return out
