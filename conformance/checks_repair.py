@@ -42,10 +42,10 @@ from itertools import pairwise
 from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
-from recoverykit.conformance.checks_requests import PROBE_EFFECTS, SAFE
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE, script_tag
+from recoverykit.conformance.registrations import SAFE
 from recoverykit.model.catalogue import Verdict
 
 
@@ -285,7 +285,8 @@ def check_input_once(ev: Evidence) -> list[ClauseResult]:
 
 
 def _unsafe(e: Any) -> bool:
-    return PROBE_EFFECTS.get(e.tool, e.effect_class) not in SAFE
+    """The class the tool ran under (its witness record: the implementation identity at execution)."""
+    return e.effect_class not in SAFE
 
 
 def check_no_replay(ev: Evidence) -> list[ClauseResult]:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from recoverykit.conformance.provider_script import ProviderScript
-from recoverykit.conformance.scenarios import BOUNDARY_TOOLS, SCENARIOS, SCENARIOS_BY_ID, required_clauses
+from recoverykit.conformance.scenarios import (
+    BOUNDARY_TOOLS,
+    NO_SCENARIO_YET,
+    SCENARIOS,
+    SCENARIOS_BY_ID,
+    required_clauses,
+)
 from recoverykit.model.catalogue import Profile
 from recoverykit.model.contract import clause
 
@@ -47,7 +53,13 @@ def test_every_usage_style_is_used_by_some_scenario():
 
 def test_every_public_entry_point_has_a_scenario():
     assert len(SCENARIOS_BY_ID) == len(SCENARIOS)
-    assert {s.profile for s in SCENARIOS} == set(Profile)
+    assert {s.profile for s in SCENARIOS} | set(NO_SCENARIO_YET) == set(Profile)
+    assert not {s.profile for s in SCENARIOS} & set(NO_SCENARIO_YET), "a profile with a scenario is listed as without"
+
+
+def test_a_declared_profile_without_a_scenario_requires_all_its_clauses():
+    """A runtime that declares waits cannot be certified valid on it while no scenario can judge a WAIT clause."""
+    assert required_clauses("waits") == {f"WAIT-0{i}" for i in range(1, 7)}
     chat = {s.id for s in SCENARIOS if s.profile is Profile.CHAT_CORE}
     assert chat >= {"chat_read_tool", "chat_unknown_write", "chat_long_tool", "multi_session", "pause_restart",
                     "stop_all_restart", "long_downtime", "sessions_together", "pause_then_restart",
