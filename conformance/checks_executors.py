@@ -110,17 +110,18 @@ def _mode_lost(ev: Evidence, crash, after: list) -> list[str]:
     """The first recovery's mode is bound to durable facts, so a second crash cannot change it: a script whose
     unknown-effect write ran before the crash without its result being written (the witness log) is recovered
     in the restricted mode, and the first request of it after the crash offers only tools safe for recovery."""
-    from recoverykit.conformance.checks_requests import PROBE_EFFECTS, SAFE
+    from recoverykit.conformance.registrations import SAFE, registry_at, safe
     if ev.witness is None:
         return []
     unknown = {e.probe_token.split(".", 1)[0] for e in ev.witness.executions
-               if PROBE_EFFECTS.get(e.tool, e.effect_class) not in SAFE and e.started < crash.time
+               if e.effect_class not in SAFE and e.started < crash.time
                and e.emitted is False}
     out = []
     for script_id in sorted(unknown):
         first = next((c for c in after if c.request["script_id"] == script_id), None)
         offered = (first.request.get("tools_offered") or []) if first else []
-        unsafe = [t for t in offered if PROBE_EFFECTS.get(t, "unknown") not in SAFE]
+        registry = registry_at(ev.history, first.request["time"]) if first else {}
+        unsafe = [t for t in offered if not safe(registry, t)]
         if unsafe:
             out.append(f"request {first.request.get('request_id')} after the crash during recovery offers {unsafe}, "
                        f"though script {script_id}'s unknown write is unreconciled: the restricted recovery mode "
