@@ -112,6 +112,10 @@ def coverage_command(as_json: bool, results_path: str | None) -> None:
                           ", ".join(row["killing_mutants"]))
     console = Console()
     console.print(table)
+    for row in doc["clauses"]:
+        if row["why_not_judged"] and row["status"] != "judged":
+            where = "" if row["observable"] else " (not observable from outside)"
+            console.print(f"not judged {row['clause']}{where}: {row['why_not_judged']}", highlight=False)
     for profile, t in doc["profiles"].items():
         share = t["judged_share_of_observable"]
         console.print(f"{profile}: {t['clauses']} clauses, {t['observable']} observable from outside; "

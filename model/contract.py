@@ -999,6 +999,49 @@ RETIRED: dict[str, str] = {
 }
 
 
+
+@dataclass(frozen=True, slots=True)
+class NotJudged:
+    """Why the kit does not judge a clause against a runtime. ``observable`` False: no check from outside the
+    runtime can tell it held (the clause then does not count among the observable ones); True: an outside check
+    could, but none that can fail on the reference runtime exists yet (it still counts, as not judged)."""
+
+    reason: str
+    observable: bool
+
+
+# Clauses no certify or chaos check judges, with the reason; `recoverykit contract coverage` prints it, and a test
+# fails when a clause listed here gets a killing mutant (the entry is then stale).
+NOT_JUDGED: dict[str, NotJudged] = {
+    "REC-04": NotJudged(
+        "The recovery decision record is internal: what a client sees of a decision (status, reason_code, actions) "
+        "comes from the durable store either way, so a runtime that derives the same decision again at every start "
+        "looks the same as one that reads it back. Its visible consequence, an effect with no durable record "
+        "behind it, is judged where the effect is (USG-01, FA-04, EFF-01, REC-06, RI-08).", observable=False),
+    "REC-07": NotJudged(
+        "Which mechanism makes cross-database steps converge (a retryable outbox or another) cannot be told from "
+        "outside, nor whether a runtime assumes a cross-database transaction that never fails; the visible "
+        "consequence, one receipt per attempt in flight at a crash, is judged as USG-01 and FA-04.",
+        observable=False),
+    "CTX-03": NotJudged(
+        "A repeated repair shows only when a runtime repairs the same turn twice; the reference repairs in one "
+        "transaction that also ends the turn, so no kill point (crash_during_recovery at claim, repair or decide "
+        "included) makes it repeat, and no realistic mutant gives a check a failure to show. What a second crash "
+        "leaves is judged as FA-11 and CTX-07.", observable=True),
+    "CTX-05": NotJudged(
+        "A late receipt needs a result that arrives after the runtime already sent a placeholder for it; the "
+        "kit's probes are local children, which a runtime rightly waits for (OWN-07), and the protocol has no "
+        "operation that delivers an external receipt late. A real result never displaced once sent is judged as "
+        "CTX-04.", observable=True),
+    "USG-09": NotJudged(
+        "The protocol carries no price or quote (a receipt carries tokens only) and no request that changes a "
+        "runtime's pricing table; it needs an optional receipt cost and a pricing request first.", observable=True),
+    "USG-19": NotJudged(
+        "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
+        "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
+        observable=True),
+}
+
 def index(clauses: Iterable[Clause]) -> dict[str, Clause]:
     """Clauses by id; a duplicate id or a retired one is refused (ids are never reused)."""
     found: dict[str, Clause] = {}
@@ -1122,6 +1165,12 @@ def render_markdown() -> str:
             "| what | source | why |", "| --- | --- | --- |"]
     for o in OMISSIONS:
         out.append(f"| {_cell(o.what)} | `{o.seed}`, \"{_cell(o.section)}\" | {_cell(o.reason)} |")
+    out += ["", "## Clauses the kit does not judge", "",
+            "No certify or chaos check judges these against a runtime, and why. *Not observable*: no check from "
+            "outside a runtime can tell whether it held.", "",
+            "| id | observable from outside | why |", "| --- | --- | --- |"]
+    out += [f"| {clause_id} | {'yes' if nj.observable else 'no'} | {_cell(nj.reason)} |"
+            for clause_id, nj in NOT_JUDGED.items()]
     out += ["", "## Retired ids", "",
             "Ids taken out of the catalogue. They stay reserved and are never given to another clause.", "",
             "| id | why |", "| --- | --- |"]
@@ -1130,7 +1179,7 @@ def render_markdown() -> str:
 
 
 __all__ = [
-    "AREAS", "CLAUSES", "DOCS_COMMAND", "OMISSIONS", "RETIRED", "SEEDS", "SEED_000", "SEED_001", "SEED_003", "Clause",
-    "Kind", "Method", "Omission", "UnknownClause", "by_area", "by_method", "by_profile", "clause", "index",
-    "render_markdown", "to_json",
+    "AREAS", "CLAUSES", "DOCS_COMMAND", "NOT_JUDGED", "OMISSIONS", "RETIRED", "SEEDS", "SEED_000", "SEED_001",
+    "SEED_003", "Clause", "Kind", "Method", "NotJudged", "Omission", "UnknownClause", "by_area", "by_method",
+    "by_profile", "clause", "index", "render_markdown", "to_json",
 ]

@@ -13,7 +13,9 @@ Everything here is generated from the code, not kept by hand, so it cannot drift
 A clause counts as *judged* only when a check names it, the reference runtime's verdict is valid (or
 invalid) and a mutant proves the check can fail; valid with no killing mutant is *unproven*. A clause is
 *observable from outside* when the catalogue lists a method other than the model for it (lockstep, chaos or
-history): model-only clauses are invariants of the specification, not of a runtime.
+history) and ``contract.NOT_JUDGED`` does not say that no outside check can tell it held: model-only clauses are
+invariants of the specification, not of a runtime. A clause the kit does not judge carries the reason from
+``NOT_JUDGED`` (``why_not_judged``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from recoverykit.conformance.checker import KIT, SELF_REPORTED, all_checks
 from recoverykit.conformance.proofs import proven
-from recoverykit.model.contract import CLAUSES, Method
+from recoverykit.model.contract import CLAUSES, NOT_JUDGED, Method
 
 _IDS = {c.id for c in CLAUSES}
 
@@ -90,7 +92,8 @@ def registry() -> dict[str, list[dict[str, str]]]:
 
 
 def observable(c: Any) -> bool:
-    return any(m in c.methods for m in (Method.LOCKSTEP, Method.CHAOS, Method.HISTORY))
+    outside = NOT_JUDGED[c.id].observable if c.id in NOT_JUDGED else True
+    return outside and any(m in c.methods for m in (Method.LOCKSTEP, Method.CHAOS, Method.HISTORY))
 
 
 def coverage(verdicts: dict[str, str]) -> dict[str, Any]:
@@ -107,7 +110,7 @@ def coverage(verdicts: dict[str, str]) -> dict[str, Any]:
                   "not exercised" if mine else "no check")
         rows.append({"clause": c.id, "profile": c.profile.value, "observable": observable(c),
                      "checks": mine, "evidence": evidence, "killing_mutants": killing, "reference_verdict": verdict,
-                     "status": status})
+                     "status": status, "why_not_judged": NOT_JUDGED[c.id].reason if c.id in NOT_JUDGED else None})
         t = totals.setdefault(c.profile.value, {"clauses": 0, "observable": 0, "with_check": 0, "valid": 0,
                                                 "proven": 0, "judged": 0, "unproven": 0, "judged_observable": 0})
         t["clauses"] += 1

@@ -55,3 +55,19 @@ def test_coverage_of_a_corrupt_results_file_is_a_usage_error(tmp_path):
     bad.write_text("{not json")
     code, output = cli_in_process("contract", "coverage", "--results", str(bad))
     assert code == 64 and "not a certify results.json" in output
+
+
+def test_a_clause_the_kit_does_not_judge_says_why_and_the_list_stays_true():
+    """NOT_JUDGED names clauses without a check that can fail; one that gets a killing mutant must leave it, and a
+    clause no outside check can judge does not count among the observable ones."""
+    from recoverykit.conformance.proofs import proven
+    from recoverykit.model.contract import NOT_JUDGED, clause
+
+    stale = sorted(set(NOT_JUDGED) & set(proven()))
+    assert not stale, f"proven by a mutant, yet listed as not judged: {stale}"
+    for clause_id, nj in NOT_JUDGED.items():
+        assert clause(clause_id) and len(nj.reason) > 40
+    rows = {r["clause"]: r for r in coverage({})["clauses"]}
+    assert rows["REC-07"]["observable"] is False and rows["REC-07"]["why_not_judged"]
+    assert rows["USG-09"]["observable"] is True and rows["USG-09"]["why_not_judged"]
+    assert rows["OWN-02"]["why_not_judged"] is None
