@@ -101,10 +101,13 @@ def _masked(text: str, names: list[str]) -> str:
 
 
 def _same_answer(a: dict[str, Any], b: dict[str, Any], names: list[str]) -> bool | None:
-    """Are two tool messages the same text once ``names`` are masked? None: the record cannot say (both texts go
-    on past the recorded head, identical there, with different digests)."""
+    """Are two tool messages the same text once each one's own call (id, tool name, probe token) is masked? The
+    provider's ``masked_sha`` says so; without it (an older record) the recorded heads, with ``names`` masked.
+    None: the record cannot say (both texts go on past the recorded head, identical there, digests different)."""
     if a["sha"] == b["sha"]:
         return True
+    if a.get("masked_sha") and b.get("masked_sha"):
+        return a["masked_sha"] == b["masked_sha"]
     ma, mb = _masked(a["head"], names), _masked(b["head"], names)
     if a["len"] <= len(a["head"]) and b["len"] <= len(b["head"]):
         return ma == mb  # both recorded whole
