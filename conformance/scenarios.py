@@ -981,7 +981,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              drive_repair_twice,
              Chaos(kinds=(_K.TREE_KILL, _K.CRASH_DURING_RECOVERY),
                    points=("tool.finished.uncommitted", "provider.request.inflight", "recovery.repair.after"),
-                   clauses=("FA-15", "CTX-02", "CTX-07", "CTX-12"))),
+                   clauses=("FA-15", "CTX-02", "CTX-07", "CTX-12", "EFF-02"))),
     Scenario("interrupted_stream", "a streamed answer is cut off after part of its text: the next request keeps "
              "the partial text with an interruption marker", _CHAT,
              (script("cut", text_step("The answer comes in three parts, of which two arrive.",
