@@ -181,8 +181,9 @@ def check_calls_fate_told(ev: Evidence) -> list[ClauseResult]:
             if tokens and first.get("step") != step and not carried & set(tokens):
                 judged += 1
                 problems.append(f"request {rid}, script {script}'s first after the restart at event {f.index}, does "
-                                f"not carry the calls of the step the restart interrupted ({tokens}): the new turn is "
-                                "not told which never started and which have an unknown outcome")
+                                f"not carry the calls of step {step}, which the restart interrupted, as the provider "
+                                f"made them (tokens {tokens}): the new turn is not told which never started and which "
+                                "have an unknown outcome")
             if not missing:
                 continue
             judged += 1
