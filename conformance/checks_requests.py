@@ -15,7 +15,8 @@ call id a tool message answers, its text's digest) and the tools offered (``prov
   probe of it ran, and its outcome is unknown when its probe started before the restart and never wrote its
   result. The request must carry the calls of the step the restart interrupted, answer every such call (a tool
   message: the item that tells the model what became of a call), present none as a real result (a real result
-  carries its probe's output, naming its token; these probes wrote none), and answer a call that never started
+  carries its probe's output, naming its token; these probes wrote none, so an answer naming the token of a probe
+  that did write one passes another call's output off as this one's), and answer a call that never started
   and one whose outcome is unknown with different texts once call ids, probe tokens and tool names are masked
   (the same words for both tell the model nothing of either). A call the kit saw never start may still have been
   spawned by the runtime (killed before its probe wrote a line), so a runtime telling such a call "unknown" is
@@ -161,6 +162,9 @@ def check_calls_fate_told(ev: Evidence) -> list[ClauseResult]:
         return [_result("EFF-02", Verdict.UNKNOWN, "no witness log")]
     names = _tool_names(ev)
     every = slots(ev)
+    # the probes that wrote a result: an answer naming one carries a real output (naming its own call's token, whose
+    # probe wrote none, is only its arguments echoed)
+    results = {e.probe_token for e in ev.witness.executions if e.emitted}
     problems: list[str] = []
     judged = told_apart = 0
     reqs = _requests(ev)
@@ -192,7 +196,7 @@ def check_calls_fate_told(ev: Evidence) -> list[ClauseResult]:
                 if s.answer is None:
                     problems.append(f"request {rid}: call {s.call_id} (script {script} step {s.step}), which "
                                     f"{what}, is not answered: the new turn is not told so")
-                elif s.answer.get("probe_tokens"):
+                elif set(s.answer.get("probe_tokens") or []) & results:
                     problems.append(f"request {rid}: call {s.call_id} (script {script} step {s.step}), which {what}, "
                                     f"is answered with a probe's output ({s.answer['probe_tokens']}), as if it were "
                                     "a real result")

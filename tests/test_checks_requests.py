@@ -107,8 +107,12 @@ def test_the_same_words_for_both_fates_break_eff02_whatever_the_ids_and_names():
 
 def test_an_unanswered_call_a_fabricated_result_or_a_dropped_step_break_eff02():
     assert _eff02(_fate_ledger(TOLD[:1])) is Verdict.INVALID  # the call that never started is left unanswered
-    fabricated = [TOLD[0], _answer("c1", NEVER_TEXT, "probe_read", "t1.0.1.1", tokens=["t1.0.1.1"])]
-    assert _eff02(_fate_ledger(fabricated)) is Verdict.INVALID  # a probe output its probe never wrote
+    fabricated = [TOLD[0], _answer("c1", NEVER_TEXT, "probe_read", "t1.0.1.1", tokens=["t0.9.1.0"])]
+    other = Execution("t0.9.1.0", "probe_read", "read_only", 8, 0.1, 0.2, 0.3, "ok", 0, emitted=True)
+    witness = WitnessLog([], [*_written().executions, other], None)
+    assert _eff02(_fate_ledger(fabricated), witness=witness) is Verdict.INVALID  # another call's real output
+    echoed = [TOLD[0], _answer("c1", NEVER_TEXT, "probe_read", "t1.0.1.1", tokens=["t1.0.1.1"])]
+    assert _eff02(_fate_ledger(echoed), witness=witness) is Verdict.VALID  # its own arguments, no output
     assert _eff02(_fate_ledger([], carry=False)) is Verdict.INVALID  # the new turn is not told of the calls at all
     # asking for the interrupted step again: the runtime never saved that response, so it had nothing to tell
     assert _eff02(_fate_ledger([], carry=False, step_asked=0)) is Verdict.UNKNOWN
