@@ -129,6 +129,21 @@ def _mode_lost(ev: Evidence, crash, after: list) -> list[str]:
     return out
 
 
+def _answers_per_call(messages: list[dict]) -> dict[tuple[int, str], int]:
+    """(index of the assistant message that made the call, call id) -> how many tool messages answer it: each
+    answer goes to the nearest earlier message making its id (providers reuse ids from one response to the next,
+    so an id answered once after each of two responses is two calls answered once each)."""
+    maker: dict[str, int] = {}
+    out: dict[tuple[int, str], int] = {}
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant":
+            maker.update(dict.fromkeys(m.get("calls") or [], i))
+        elif m.get("role") == "tool" and m.get("answers"):
+            key = (maker.get(m["answers"], -1), m["answers"])
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
 def check_second_crash(ev: Evidence) -> list[ClauseResult]:
     """FA-11: a second crash at a recovery phase leaves recovery idempotent: one owner, one mode, no duplicate
     repair or admission. After every crash the kit caused during recovery (``crash_during_recovery``), the
@@ -148,10 +163,10 @@ def check_second_crash(ev: Evidence) -> list[ClauseResult]:
         after = [c for c in reqs if f.time < c.request["time"] < until]
         judged += len(after)
         for c in after:
-            answers = [m.get("answers") for m in c.request.get("messages") or [] if m.get("role") == "tool"]
-            problems += [f"request {c.request.get('request_id')} answers tool call {a} {answers.count(a)} times "
+            answers = _answers_per_call(c.request.get("messages") or [])
+            problems += [f"request {c.request.get('request_id')} answers tool call {a} {n} times "
                          "after the crash during recovery: repaired or merged twice"
-                         for a in sorted(set(answers)) if a and answers.count(a) > 1]
+                         for (_, a), n in sorted(answers.items()) if a and n > 1]
         delivered: dict[tuple, int] = {}
         for c in after:
             if c.delivered:

@@ -440,7 +440,8 @@ def _join(threads: list[threading.Thread], seconds: float) -> None:
 def _conversation(body: dict[str, Any]) -> dict[str, Any]:
     """What the request carried, compactly: role counts, answered tool calls, a digest of the messages, the
     tools offered (by name) and each message's shape (role, the call ids it makes or answers, its text's
-    length, digest and first characters, the probe tokens its text names): the kit's own record of the history
+    length, digest and first characters, the probe tokens its text names; for a tool message also ``masked_sha``,
+    its digest with its own call's id, tool name and probe token masked): the kit's own record of the history
     the runtime sent."""
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     roles: dict[str, int] = {}
@@ -452,13 +453,34 @@ def _conversation(body: dict[str, Any]) -> dict[str, Any]:
     offered = [str((t.get("function") or {}).get("name") if isinstance(t, dict) and isinstance(t.get("function"), dict)
                    else t.get("name") if isinstance(t, dict) else t) for t in tools]
     return {"roles": roles, "tool_results_for": answered, "messages_sha256": digest, "tools_offered": offered,
-            "messages": [_shape(m) for m in messages[:MAX_SHAPES]]}
+            "messages": [_shape(m, own) for m, own in zip(messages[:MAX_SHAPES], _identities(messages), strict=False)]}
+
+
+def _identities(messages: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """For each message, the identity of the call a tool message answers (its call id, the tool's name and the
+    probe token of the nearest earlier call made with that id), else (): what ``masked_sha`` masks."""
+    made: dict[str, tuple[str, ...]] = {}
+    out = []
+    for m in messages:
+        for c in m.get("tool_calls") or [] if isinstance(m.get("tool_calls"), list) else []:
+            if not isinstance(c, dict):
+                continue
+            f = c.get("function") if isinstance(c.get("function"), dict) else {}
+            try:
+                args = json.loads(f.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                args = {}
+            token = args.get("probe_token") if isinstance(args, dict) else None
+            made[str(c.get("id"))] = tuple(str(x) for x in (c.get("id"), f.get("name"), token) if x)
+        answers = m.get("tool_call_id")
+        out.append(made.get(str(answers), (str(answers),)) if m.get("role") == "tool" and answers else ())
+    return out
 
 
 MAX_SHAPES = 200  # messages recorded per request (a runaway history must not blow up the ledger)
 
 
-def _shape(m: dict[str, Any]) -> dict[str, Any]:
+def _shape(m: dict[str, Any], own: tuple[str, ...] = ()) -> dict[str, Any]:
     content = m.get("content")
     if isinstance(content, list):
         content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
@@ -467,7 +489,15 @@ def _shape(m: dict[str, Any]) -> dict[str, Any]:
     return {"role": str(m.get("role")), "calls": [str(c.get("id")) for c in calls if isinstance(c, dict)],
             "answers": m.get("tool_call_id"), "len": len(text), "head": text[:160],
             "sha": hashlib.sha256(text.encode()).hexdigest()[:16],
-            "probe_tokens": PROBE_TOKEN_RE.findall(text)[:8]}
+            "probe_tokens": PROBE_TOKEN_RE.findall(text)[:8], **({"masked_sha": _masked_sha(text, own)} if own else {})}
+
+
+def _masked_sha(text: str, names: tuple[str, ...]) -> str:
+    """The digest of a tool message's text with its own call's id, tool name and probe token masked: two answers
+    with the same masked digest say the same thing of their calls (EFF-02: never started vs outcome unknown)."""
+    for name in sorted(set(names), key=len, reverse=True):
+        text = text.replace(name, "\x00")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # A probe's result names its token (``probe``: one JSON line with sorted keys): the kit recognises a real result

@@ -719,10 +719,11 @@ def drive_effect_boundary(run: Run) -> list[ClauseResult]:
 
 
 def drive_repair_twice(run: Run) -> list[ClauseResult]:
-    """An unknown write and a crash; the recovery turn runs a read; a second crash while its next request is in
-    flight; then the end.
+    """An unknown write (a read asked for with it never starts) and a crash; the recovery turn runs a read; a
+    second crash while its next request is in flight; then the end.
 
-    Recovery repairs the history (a placeholder for the write's missing result) and its turn commits a real read
+    Recovery repairs the history (a placeholder for the write's missing result, another telling the read never
+    started) and its turn commits a real read
     result; the second recovery resumes from that checkpoint. Every request after the first crash shows the kit the
     repaired history: the same placeholder each time, the real result kept once sent, the input once, nothing
     re-run. The provider reuses call ids from one response to the next (``reuse_call_ids``), so each result must go
@@ -967,15 +968,20 @@ SCENARIOS: tuple[Scenario, ...] = (
              _needs_start_tools),
     Scenario("repair_twice", "an unknown write, a crash, and a second crash while the recovery turn's next request "
              "is in flight: the repaired history the provider sees", _CHAT,
-             ({**script("rp", tool_step("probe_unknown", {"hold": True}),
+             # the first answer asks for a write and a read: the write holds after its effect, so the read (dispatched
+             # after it) never starts before the kill: the recovery turn must tell the two apart (EFF-02)
+             ({**script("rp", {**tool_step("probe_unknown"), "tool_calls": [
+                            {"name": "probe_unknown", "arguments": {"hold": True}},
+                            {"name": "probe_read", "arguments": {"output": "before"}}]},
                         {"tool_calls": [{"name": "probe_unknown", "arguments": {}},
                                         {"name": "probe_read", "arguments": {"output": "after"}}]},
                         text_step(faults=HOLD_FIRST), usage="final"), "reuse_call_ids": True},),
              ("probe_unknown", "probe_read"),
-             ("CTX-01", "CTX-02", "CTX-04", "CTX-06", "CTX-07", "CTX-12", "FA-15", "INP-01"), drive_repair_twice,
+             ("CTX-01", "CTX-02", "CTX-04", "CTX-06", "CTX-07", "CTX-12", "EFF-02", "FA-15", "INP-01"),
+             drive_repair_twice,
              Chaos(kinds=(_K.TREE_KILL, _K.CRASH_DURING_RECOVERY),
                    points=("tool.finished.uncommitted", "provider.request.inflight", "recovery.repair.after"),
-                   clauses=("FA-15", "CTX-02", "CTX-07", "CTX-12"))),
+                   clauses=("FA-15", "CTX-02", "CTX-07", "CTX-12", "EFF-02"))),
     Scenario("interrupted_stream", "a streamed answer is cut off after part of its text: the next request keeps "
              "the partial text with an interruption marker", _CHAT,
              (script("cut", text_step("The answer comes in three parts, of which two arrive.",

@@ -203,6 +203,12 @@ def test_fa11_nothing_twice_after_a_crash_during_recovery():
     assert verdict(check_second_crash, *second_crash(req(1, 3, 2.5, 2.6, step=1, messages=twice))) == {"FA-11": BAD}
     again = req(1, 3, 2.5, 2.6, step=1) + req(2, 3, 2.7, 2.8, step=1)
     assert verdict(check_second_crash, *second_crash(again)) == {"FA-11": BAD}
+    # a provider reusing call ids from one response to the next: c0 of each response answered once, not twice
+    reused = [*once, *once]
+    assert verdict(check_second_crash, *second_crash(req(1, 3, 2.5, 2.6, step=2, messages=reused))) == {"FA-11": V}
+    late = [*reused, {"role": "user", "calls": [], "answers": None, "head": "go on"},
+            {"role": "tool", "calls": [], "answers": "c0", "head": "[recovery] unknown"}]  # a repair appended again
+    assert verdict(check_second_crash, *second_crash(req(1, 3, 2.5, 2.6, step=2, messages=late))) == {"FA-11": BAD}
     assert verdict(check_second_crash, *second_crash([])) == {"FA-11": U}
 
 

@@ -1,9 +1,9 @@
-"""The history the runtime sends, judged from the provider's record of each request (CTX-08, CTX-09, EFF-02)."""
+"""The history the runtime sends, judged from the provider's record of each request (CTX-08, CTX-09, CTX-11, EFF-02)."""
 
 from __future__ import annotations
 
 from recoverykit.conformance.checker import Evidence
-from recoverykit.conformance.checks_requests import check_restricted_after_unknown_write, check_results_follow_calls
+from recoverykit.conformance.checks_requests import check_calls_fate_told, check_results_follow_calls
 from recoverykit.conformance.history import Recorder
 from recoverykit.conformance.witness import Execution, WitnessLog
 from recoverykit.model.catalogue import Verdict
@@ -56,23 +56,74 @@ def test_a_result_parted_from_its_call_or_rewritten_user_messages_break_ctx08():
     assert _v(check_results_follow_calls(fresh))["CTX-08"] is Verdict.VALID  # a new item without earlier turns
 
 
-def _unknown_write(emitted):
-    return WitnessLog([], [Execution("t1.0.1.0", "probe_unknown", "unknown", 9, 1.0, 1.0, 1.2, "ok", 0,
-                                     emitted=emitted)], None)
+# EFF-02: a response asking for a write (t1.0.1.0, which starts and never writes its result) and a read
+# (t1.0.1.1, which never starts); a kill at 1.5; the first request after it carries both calls, answered.
+UNKNOWN_TEXT = "[recovery] The outcome of the call to {tool} ({id}) is unknown: it may or may not have happened."
+NEVER_TEXT = "[recovery] The call to {tool} ({id}) never started; it had no effect."
 
 
-def test_after_an_unknown_write_only_safe_tools_may_be_offered():
-    ok = Evidence(_history(fault_at=1.5), [_req(1, GOOD, time=2.0, tools=("probe_read",))], _unknown_write(False))
-    assert _v(check_restricted_after_unknown_write(ok)) == {"EFF-02": Verdict.VALID}
-    bad = Evidence(_history(fault_at=1.5), [_req(1, GOOD, time=2.0)], _unknown_write(False))
-    assert _v(check_restricted_after_unknown_write(bad)) == {"EFF-02": Verdict.INVALID}
+def _answer(call_id, template, tool, token, *, tokens=()):
+    text = template.format(tool=tool, id=call_id)
+    masked = template.format(tool="\x00", id="\x00")
+    return {"role": "tool", "calls": [], "answers": call_id, "len": len(text), "head": text[:160],
+            "sha": str(hash(text)), "masked_sha": str(hash(masked)), "probe_tokens": list(tokens)}
 
 
-def test_a_write_whose_result_was_emitted_or_no_restart_is_not_judged():
-    emitted = Evidence(_history(fault_at=1.5), [_req(1, GOOD, time=2.0)], _unknown_write(True))
-    assert _v(check_restricted_after_unknown_write(emitted)) == {"EFF-02": Verdict.UNKNOWN}
-    calm = Evidence(_history(), [_req(1, GOOD, time=2.0)], _unknown_write(False))
-    assert _v(check_restricted_after_unknown_write(calm)) == {"EFF-02": Verdict.UNKNOWN}
+def _fate_ledger(answers, *, carry=True, step_asked=1):
+    first = {**_req(1, [_m("user", sha="u1")], time=1.0), "step": 0}
+    response = {"event": "response", "seq": 1, "time": 1.1, "delivered": True, "call_ids": ["c0", "c1"],
+                "probe_tokens": ["t1.0.1.0", "t1.0.1.1"], "tool_names": ["probe_unknown", "probe_read"]}
+    history = [_m("user", sha="u1"), _m("assistant", calls=["c0", "c1"]), *answers] if carry else [_m("user", sha="u1")]
+    return [first, response, {**_req(2, history, time=2.0), "step": step_asked}]
+
+
+def _written(emitted=False, token="t1.0.1.0"):
+    return WitnessLog([], [Execution(token, "probe_unknown", "unknown", 9, 1.0, 1.2, 1.3, "ok", 0, emitted=emitted)],
+                      None)
+
+
+TOLD = [_answer("c0", UNKNOWN_TEXT, "probe_unknown", "t1.0.1.0"), _answer("c1", NEVER_TEXT, "probe_read", "t1.0.1.1")]
+
+
+def _eff02(ledger, witness=None, fault_at=1.5):
+    return _v(check_calls_fate_told(Evidence(_history(fault_at=fault_at), ledger,
+                                             _written() if witness is None else witness)))["EFF-02"]
+
+
+def test_a_call_that_never_started_told_apart_from_one_whose_outcome_is_unknown_holds_eff02():
+    assert _eff02(_fate_ledger(TOLD)) is Verdict.VALID
+
+
+def test_the_same_words_for_both_fates_break_eff02_whatever_the_ids_and_names():
+    same = [_answer("c0", UNKNOWN_TEXT, "probe_unknown", "t1.0.1.0"),
+            _answer("c1", UNKNOWN_TEXT, "probe_read", "t1.0.1.1")]
+    assert _eff02(_fate_ledger(same)) is Verdict.INVALID
+    # an older record without masked digests: the heads, with ids, names and tokens masked, say the same
+    bare = [{k: v for k, v in m.items() if k != "masked_sha"} for m in same]
+    assert _eff02(_fate_ledger(bare)) is Verdict.INVALID
+    told_bare = [{k: v for k, v in m.items() if k != "masked_sha"} for m in TOLD]
+    assert _eff02(_fate_ledger(told_bare)) is Verdict.VALID
+
+
+def test_an_unanswered_call_a_fabricated_result_or_a_dropped_step_break_eff02():
+    assert _eff02(_fate_ledger(TOLD[:1])) is Verdict.INVALID  # the call that never started is left unanswered
+    fabricated = [TOLD[0], _answer("c1", NEVER_TEXT, "probe_read", "t1.0.1.1", tokens=["t0.9.1.0"])]
+    other = Execution("t0.9.1.0", "probe_read", "read_only", 8, 0.1, 0.2, 0.3, "ok", 0, emitted=True)
+    witness = WitnessLog([], [*_written().executions, other], None)
+    assert _eff02(_fate_ledger(fabricated), witness=witness) is Verdict.INVALID  # another call's real output
+    echoed = [TOLD[0], _answer("c1", NEVER_TEXT, "probe_read", "t1.0.1.1", tokens=["t1.0.1.1"])]
+    assert _eff02(_fate_ledger(echoed), witness=witness) is Verdict.VALID  # its own arguments, no output
+    assert _eff02(_fate_ledger([], carry=False)) is Verdict.INVALID  # the new turn is not told of the calls at all
+    # asking for the interrupted step again: the runtime never saved that response, so it had nothing to tell
+    assert _eff02(_fate_ledger([], carry=False, step_asked=0)) is Verdict.UNKNOWN
+
+
+def test_no_restart_no_witness_or_every_result_written_says_nothing_of_eff02():
+    assert _eff02(_fate_ledger(TOLD), fault_at=None) is Verdict.UNKNOWN
+    both = WitnessLog([], [*_written(True).executions, *_written(True, "t1.0.1.1").executions], None)
+    assert _eff02(_fate_ledger(TOLD), witness=both) is Verdict.UNKNOWN
+    ev = Evidence(_history(fault_at=1.5), _fate_ledger(TOLD), None)
+    assert _v(check_calls_fate_told(ev)) == {"EFF-02": Verdict.UNKNOWN}
 
 
 def _ambiguous(tokens_ran, final_item):
