@@ -142,7 +142,21 @@ class Certification:
 
     @property
     def accepted(self) -> dict[str, str]:
-        return dict(self.acceptance.accepted)
+        """Accepted clauses and by what; an aggregate clause (FA-01) whose every break rests only on accepted
+        clauses is a known finding too ("derived from ..."), never a new failure nor a pass."""
+        out = dict(self.acceptance.accepted)
+        if not out:
+            return out
+        aggregate: dict[str, set[str]] = {}
+        for case in self.cases:
+            for r in case.results:
+                if r.verdict is Verdict.INVALID and r.clause_id not in out:
+                    rests = set(r.because) if r.because and set(r.because) <= set(out) else {"-"}
+                    aggregate.setdefault(r.clause_id, set()).update(rests)
+        for clause_id, rests in aggregate.items():
+            if "-" not in rests:
+                out[clause_id] = "derived from " + ", ".join(sorted(rests))
+        return out
 
     def label(self, clause_id: str) -> str:
         """The clause's verdict as reported: ``accepted`` for a known finding that broke again (never valid)."""

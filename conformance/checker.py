@@ -39,10 +39,12 @@ class ClauseResult:
     text: str
     evidence: tuple[str, ...] = ()
     basis: str = SELF_REPORTED  # KIT or SELF_REPORTED: which evidence the verdict rests on
+    because: tuple[str, ...] = ()  # an aggregate verdict (FA-01): the clauses whose verdicts it rests on
 
     def as_dict(self) -> dict[str, Any]:
         return {"clause": self.clause_id, "verdict": self.verdict.value, "text": self.text,
-                "evidence": list(self.evidence), "basis": self.basis}
+                "evidence": list(self.evidence), "basis": self.basis,
+                **({"because": list(self.because)} if self.because else {})}
 
 
 def kit_evidence(fn: Callable[[Evidence], list[ClauseResult]]) -> Callable[[Evidence], list[ClauseResult]]:

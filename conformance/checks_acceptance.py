@@ -17,6 +17,8 @@ reads the evidence, not other cases), so certify's FA-01 covers the history-chec
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, all_checks
 from recoverykit.conformance.history import restarts
 from recoverykit.model.catalogue import Verdict
@@ -35,7 +37,8 @@ def check_safety_after_restarts(ev: Evidence) -> list[ClauseResult]:
     after = f"after {', '.join(kinds)}"
     if broken:
         ids = sorted({r.clause_id for r in broken})
-        return [_result("FA-01", Verdict.INVALID, f"{after}: {', '.join(ids)} broke", [r.text for r in broken][:10])]
+        return [replace(_result("FA-01", Verdict.INVALID, f"{after}: {', '.join(ids)} broke",
+                                [r.text for r in broken][:10]), because=tuple(ids))]
     if not held:
         return [_result("FA-01", Verdict.UNKNOWN, f"{after}: no safety clause was judged")]
     return [_result("FA-01", Verdict.VALID, f"{after}: {len(held)} safety clauses held ({', '.join(held)})")]

@@ -63,6 +63,13 @@ def _receipts(ev: Evidence) -> tuple[list[dict[str, Any]] | None, bool]:
     return final.snapshot.get("usage_receipts"), bool(final.quiescent)
 
 
+def _merged(got: int, c: Call, consumed: list[Call]) -> bool:
+    """Does ``got`` equal attempt ``c``'s reported count plus the reported counts of the attempts before it (one or
+    more, in order), as when a runtime keeps one usage total per request across its retries?"""
+    own, earlier = _sum(c.usage_reported), [_sum(d.usage_reported) for d in consumed[:consumed.index(c)]]
+    return any(got == own + sum(earlier[i:]) for i in range(len(earlier)))
+
+
 def check_retry_receipts(ev: Evidence) -> list[ClauseResult]:
     """USG-04: each attempt of a retried request that incurred consumption is counted on its own."""
     receipts, settled = _receipts(ev)
@@ -94,7 +101,9 @@ def check_retry_receipts(ev: Evidence) -> list[ClauseResult]:
                 problems.append(f"script {script_id} step {step}: attempt {c.request.get('attempt')} was answered "
                                 f"whole with {_sum(c.usage_reported)} tokens and no restart followed, but its receipt "
                                 f"{r.get('request_id')} says unknown: the retry's consumption was not counted")
-            elif r.get("usage") in ("known", "partial") and got > _sum(c.usage_reported):
+            elif r.get("usage") in ("known", "partial") and _merged(got, c, consumed):
+                # its own count plus earlier attempts' exactly: merged; another excess (running totals summed)
+                # is USG-05's (checker.check_usage)
                 problems.append(f"script {script_id} step {step}: the receipt of attempt {c.request.get('attempt')} "
                                 f"({r.get('request_id')}) says {got} tokens, its own attempt reported "
                                 f"{_sum(c.usage_reported)}: attempts counted together")
@@ -131,7 +140,8 @@ def check_partial_lower_bound(ev: Evidence) -> list[ClauseResult]:
                 problems.append(f"attempt {r.get('request_id')} was cut off after running totals up to "
                                 f"{_sum(reported)} tokens (the provider billed {_sum(billed)}), but its receipt says "
                                 f"{got} tokens known, not a lower bound")
-            elif r.get("usage") == "partial" and got > _sum(billed):
+            elif r.get("usage") == "partial" and got > _sum(billed) and c.usage_chunks <= 1:
+                # above what a stream of several running totals reported is their sum: USG-05's (checker.check_usage)
                 problems.append(f"attempt {r.get('request_id')}: its partial receipt says {got} tokens, above the "
                                 f"{_sum(billed)} the provider billed: not a lower bound")
     if judged and not problems:  # say what was judged: reservations exist only under a hard budget

@@ -265,7 +265,8 @@ def check_inflight_attempts(ev: Evidence) -> list[ClauseResult]:
                 r = mine[0]
                 got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
                 most = (reported.get("prompt_tokens") or 0) + (reported.get("completion_tokens") or 0)
-                if r.get("usage") != "unknown" and (not reported or got > most):
+                if r.get("usage") != "unknown" and (not reported or (got > most and c.usage_chunks <= 1)):
+                    # above several running totals is their sum: USG-05's (checker.check_usage), not FA-04's
                     wrong.append(f"attempt {names[0]}, in flight at the {fault.kind}: receipt says {r.get('usage')} "
                                  f"{got} tokens, the provider reported {reported or 'none'} (fabricated)")
     nothing = "no provider attempt the kit can name was in flight when a process died"

@@ -70,6 +70,20 @@ def _unsafe_executions_of(ev: Evidence, work_id: str) -> tuple[int, int]:
     return sum(1 for e in unsafe if e.pid in pids or e.ppid in pids), len(unsafe)
 
 
+def _tool_versions_changed(ev: Evidence) -> list[str]:
+    """Tools the kit registered (``init`` / ``start.probe_tools``) with one version and later with another."""
+    seen: dict[str, str] = {}
+    changed: set[str] = set()
+    for op in ev.history.ops:
+        tools = op.value.get("probe_tools") if op.type == "invoke" and op.f in ("init", "start") else None
+        for t in tools or []:
+            name, version = str(t.get("name")), str(t.get("version"))
+            if seen.get(name, version) != version:
+                changed.add(name)
+            seen[name] = version
+    return sorted(changed)
+
+
 def _caused(ev: Evidence, work_id: str, reason: str, script_ids: set[str]) -> str | None:
     """The kit's evidence for ``reason`` on ``work_id``, or None when the kit saw no such cause."""
     if reason in USER_REASONS:
@@ -88,6 +102,9 @@ def _caused(ev: Evidence, work_id: str, reason: str, script_ids: set[str]) -> st
         return ("the kit disabled automatic recovery" if any(
             o.type == "invoke" and (o.value.get("automatic_recovery") is False or
                                     o.value.get("recovery_policy") == "disabled") for o in ev.history.ops) else None)
+    if reason == "resource_tool_version_changed":
+        changed = _tool_versions_changed(ev)
+        return f"the kit registered {', '.join(changed)} with another version at a start" if changed else None
     if reason == "retry_exhausted":
         failed = [c for c in calls(ev.ledger) if c.request.get("script_id") in script_ids
                   and (c.response or {}).get("status", 200) >= 400]

@@ -241,8 +241,9 @@ def _by_request(all_slots: list[Slot]) -> dict[str, list[Slot]]:
 
 
 def _fabricated_usage(ev: Evidence) -> list[str]:
-    """Known tokens in the settled receipts beyond what the provider reported for the attempt they name, or for no
-    attempt the provider saw at all (the client cannot know tokens it was never told: an estimate is not known)."""
+    """Known tokens in the settled receipts for no attempt the provider saw at all: usage the repair made up (the
+    client cannot know tokens it was never told). An attempt the provider saw, counted wrong, is judged by USG-05
+    (running totals summed), FA-04 (in flight at a fault) and USG-18 (cut off: a lower bound)."""
     final = ev.history.final_observation()
     receipts = (final.snapshot.get("usage_receipts") or []) if final is not None and final.quiescent else []
     attempts = {i: c for c in calls(ev.ledger) for i in c.ids()}
@@ -251,6 +252,8 @@ def _fabricated_usage(ev: Evidence) -> list[str]:
         if r.get("usage") not in ("known", "partial"):
             continue
         c = attempts.get(r.get("request_id"))
+        if c is not None:
+            continue  # an attempt the provider saw, counted wrong, is USG-05's (summing), FA-04's or USG-18's
         got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
         reported = (c.usage_reported or {}) if c is not None else {}
         most = (reported.get("prompt_tokens") or 0) + (reported.get("completion_tokens") or 0)
