@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
 from recoverykit.chaos.findings import accepted_case, findings
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
-from recoverykit.conformance.acceptance import Acceptance, classify
+from recoverykit.conformance.acceptance import Acceptance, classify, derive
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
@@ -140,6 +141,9 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
         cov["dry_run_failed"] = dict(trace.failed)
     if trace is not None and trace.broken:
         cov["dry_run_broken"] = dict(trace.broken)
+    acceptance = replace(acceptance, accepted=derive(acceptance.accepted, (
+        (c["clause"], c.get("because") or ()) for r in results for c in r.get("clauses", [])
+        if c.get("verdict") == Verdict.INVALID.value)))
     verdict, reasons = verdict_of(results, cov, acceptance.accepted)
     statuses: dict[str, int] = {}
     for r in results:

@@ -126,6 +126,8 @@ def baseline_document(findings: Iterable[Mapping[str, Any]], *, written_by: str,
     for f in findings:
         if f["clause"] not in CLAUSE_IDS:
             continue  # a pseudo-clause (a protocol break) is never acceptable
+        if str(f.get("accepted_by") or "").startswith(DERIVED):
+            continue  # accepted through other clauses: it follows them, a baseline names only the findings
         shortest = f.get("shortest") or {}
         entries.append({"clause": f["clause"], "statement_sha256": statement_sha256(f["clause"]),
                         "statement": clause(f["clause"]).statement, "count": f.get("count"),
@@ -145,11 +147,36 @@ def write_baseline(path: str | Path, doc: Mapping[str, Any]) -> Path:
     return target
 
 
+DERIVED = "derived from "  # how an aggregate clause accepted through the clauses it rests on says so
+
+
+def derive(accepted: Mapping[str, str], breaks: Iterable[tuple[str, Iterable[str]]]) -> dict[str, str]:
+    """The acceptances in force, plus each aggregate clause (FA-01: every safety clause held) whose every break
+    rests only on accepted clauses: a known finding too, never a new failure nor a pass. ``breaks`` holds
+    (clause id, the clauses that break rests on: empty for an ordinary verdict) per invalid result."""
+    out = dict(accepted)
+    if not out:
+        return out
+    rests: dict[str, set[str] | None] = {}
+    for clause_id, because in breaks:
+        if clause_id in out:
+            continue
+        because = set(because)
+        if not because or not because <= set(accepted) or rests.get(clause_id, set()) is None:
+            rests[clause_id] = None
+        else:
+            rests.setdefault(clause_id, set()).update(because)  # type: ignore[union-attr]
+    for clause_id, on in rests.items():
+        if on:
+            out[clause_id] = DERIVED + ", ".join(sorted(on))
+    return out
+
+
 def classify(accepted: Mapping[str, str], verdicts: Mapping[str, str]) -> dict[str, list[str]]:
     """Each accepted clause by what this run saw: ``confirmed`` (it broke: the known finding), ``stale`` (it held
     and never broke: the acceptance can go), ``not_exercised`` (no evidence either way)."""
     out: dict[str, list[str]] = {"confirmed": [], "stale": [], "not_exercised": []}
-    for c in sorted(accepted):
+    for c in sorted(k for k, by in accepted.items() if not by.startswith(DERIVED)):  # derived ones follow these
         v = verdicts.get(c)
         out["confirmed" if v == "invalid" else "stale" if v == "valid" else "not_exercised"].append(c)
     return out

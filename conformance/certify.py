@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recoverykit.conformance.acceptance import Acceptance, baseline_document, classify, write_baseline
+from recoverykit.conformance.acceptance import Acceptance, baseline_document, classify, derive, write_baseline
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.bundle import write_bundle
 from recoverykit.conformance.checker import (
@@ -142,21 +142,9 @@ class Certification:
 
     @property
     def accepted(self) -> dict[str, str]:
-        """Accepted clauses and by what; an aggregate clause (FA-01) whose every break rests only on accepted
-        clauses is a known finding too ("derived from ..."), never a new failure nor a pass."""
-        out = dict(self.acceptance.accepted)
-        if not out:
-            return out
-        aggregate: dict[str, set[str]] = {}
-        for case in self.cases:
-            for r in case.results:
-                if r.verdict is Verdict.INVALID and r.clause_id not in out:
-                    rests = set(r.because) if r.because and set(r.because) <= set(out) else {"-"}
-                    aggregate.setdefault(r.clause_id, set()).update(rests)
-        for clause_id, rests in aggregate.items():
-            if "-" not in rests:
-                out[clause_id] = "derived from " + ", ".join(sorted(rests))
-        return out
+        """Accepted clauses and by what, with the aggregate ones accepted through them (``acceptance.derive``)."""
+        return derive(self.acceptance.accepted, ((r.clause_id, r.because) for case in self.cases
+                                                 for r in case.results if r.verdict is Verdict.INVALID))
 
     def label(self, clause_id: str) -> str:
         """The clause's verdict as reported: ``accepted`` for a known finding that broke again (never valid)."""

@@ -280,7 +280,8 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
             if t < o.time < user:
                 paused += [f"observation {o.index}: {w['work_id']} is {w['desired_state']} after the host identity "
                            "change, with no user stop" for w in o.snapshot.get("work_items") or []
-                           if w["work_id"] in work and w.get("desired_state") in ("paused", "cancelled")]
+                           if w["work_id"] in work and w.get("desired_state") in ("paused", "cancelled")
+                           and not _stopped_by_user(ev, w["work_id"], o.time)]
     own = (_result("OWN-03", Verdict.INVALID, takeovers[0], takeovers) if takeovers else
            _result("OWN-03", Verdict.VALID, f"{len(judged)} unfinished work item(s) of another host: none asked "
                    "for under the new host identity") if judged else
@@ -295,6 +296,15 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
                                                        "came back")]
     return [own, _result("FA-02", Verdict.VALID, f"{len(recovered)} work item(s) recovered by new processes after "
                          "their host came back; none taken over by the other host, none read as a Pause")]
+
+
+def _stopped_by_user(ev: Evidence, work_id: str, before: float) -> bool:
+    """Did the user ask to stop ``work_id`` (Pause, End, stop all) before ``before``, with no Resume since?"""
+    last = None
+    for o in ev.history.ops:
+        if o.type == "invoke" and o.time < before and (o.f == "stop_all" or o.value.get("work_id") == work_id):
+            last = o.f if o.f in ("pause", "end", "stop_all", "resume") else last
+    return last in ("pause", "end", "stop_all")
 
 
 OWNER_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (kit_evidence(check_one_sender),

@@ -215,7 +215,9 @@ def test_certify_with_usg05_accepted_exits_0_and_reports_it_accepted(tmp_path):
     results = json.loads(two.stdout)
     assert results["clauses"]["USG-05"]["verdict"] == "accepted"
     assert results["clauses"]["RI-03"]["verdict"] == "invalid"
-    assert {f["clause"]: f["status"] for f in results["findings"]} == {"USG-05": "accepted", "RI-03": "invalid"}
+    # FA-01 (every safety clause held after the restart) broke through RI-03 too: not accepted with USG-05
+    assert {f["clause"]: f["status"] for f in results["findings"]} == {"USG-05": "accepted", "RI-03": "invalid",
+                                                                       "FA-01": "invalid"}
 
 
 @pytest.mark.slow
@@ -251,7 +253,9 @@ def test_chaos_groups_failures_per_clause_and_accepts_known_ones(tmp_path):
                   "--json", "--quiet")
     assert failing.returncode == 1, failing.stderr[-2000:]
     results = json.loads(failing.stdout)
-    [usg] = results["findings"]
+    # summing breaks USG-05; after the kill that makes FA-01 (every safety clause held after the restart) break too
+    assert [f["clause"] for f in results["findings"]] == ["FA-01", "USG-05"]
+    usg = results["findings"][1]
     assert usg["clause"] == "USG-05" and usg["status"] == "invalid" and usg["count"] == results["statuses"]["failed"]
     assert usg["shortest"]["replay"].startswith("recoverykit chaos --replay chat_read_tool/usage.persist.after/1/")
     assert "USG-05 invalid" in failing.stderr and "shortest replay" in failing.stderr
@@ -259,7 +263,7 @@ def test_chaos_groups_failures_per_clause_and_accepts_known_ones(tmp_path):
                 "--json", "--quiet")
     assert known.returncode == 0, known.stderr[-2000:]
     results = json.loads(known.stdout)
-    assert results["verdict"] == "valid" and results["acceptance"]["confirmed"] == ["USG-05"]
+    assert results["verdict"] == "valid" and results["acceptance"]["confirmed"] == ["FA-01", "USG-05"]
     assert results["findings"][0]["status"] == "accepted"
     report = json.loads((tmp_path / "b" / "report.json").read_text())
-    assert report["failing"] == [] and {c["clause"] for c in report["accepted_cells"]} == {"USG-05"}
+    assert report["failing"] == [] and {c["clause"] for c in report["accepted_cells"]} == {"FA-01", "USG-05"}
