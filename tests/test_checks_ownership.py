@@ -227,3 +227,19 @@ def test_fa02_a_user_stop_after_the_change_explains_what_follows():
     c.op(2.2, "pause", work_id="w1")
     c.at(2.3).observe({"work_items": [{"work_id": "w1", "desired_state": "paused"}]})
     assert verdict(check_host_change, c, ledger, clause="FA-02") == {"FA-02": U}
+
+
+def test_fa02_a_pause_the_user_asked_for_before_the_change_is_not_the_restart_s():
+    """Lockstep found it: submit, a host change, Pause, a second host change; the item shown paused after the
+    second change is the user's stop, not a restart read as a Pause. Without the Pause it is invalid."""
+    def run(user_pause):
+        c, ledger = host_change(back=False)
+        if user_pause:
+            c.op(1.2, "pause", work_id="w1")
+        c.at(1.4).fault("host_identity_change", pids=[2])
+        c.op(1.5, "start", host_id="a")
+        c.at(1.6).observe({"work_items": [{"work_id": "w1", "desired_state": "paused"}]})
+        return verdict(check_host_change, c, ledger, clause="FA-02")
+
+    assert run(user_pause=True) != {"FA-02": BAD}
+    assert run(user_pause=False) == {"FA-02": BAD}
