@@ -77,6 +77,7 @@ def check_retry_receipts(ev: Evidence) -> list[ClauseResult]:
         return [_result("USG-04", Verdict.UNKNOWN, "usage_receipts not observed in a settled state")]
     problems, judged = [], 0
     restarts = [f.time for f in _restarts(ev)]  # a receipt may stay unknown when its runtime died before writing it
+    stops = [o.time for o in ev.history.ops if o.type == "invoke" and o.f in ("pause", "end", "stop_all")]
     for (script_id, step), attempts in _attempts(ev).items():
         if len(attempts) < 2:
             continue
@@ -97,7 +98,9 @@ def check_retry_receipts(ev: Evidence) -> list[ClauseResult]:
             taken.add(mine[0])
             r = receipts[mine[0]]
             got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
-            if r.get("usage") == "unknown" and c.delivered and not any(t > c.response["time"] for t in restarts):
+            if r.get("usage") == "unknown" and c.delivered and not any(t > c.response["time"] for t in restarts) \
+                    and not any(c.request["time"] < t <= c.response["time"] for t in stops):
+                # (a user's stop while the answer was on its way lets the runtime drop the stream unread: unknown)
                 problems.append(f"script {script_id} step {step}: attempt {c.request.get('attempt')} was answered "
                                 f"whole with {_sum(c.usage_reported)} tokens and no restart followed, but its receipt "
                                 f"{r.get('request_id')} says unknown: the retry's consumption was not counted")

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -37,10 +38,15 @@ def exit_code(signum: int) -> int:
     return 128 + int(signum)
 
 
-def _reap() -> None:
+def _reap(rounds: int = 1) -> None:
+    """Reap every process of this kit's runs; with ``rounds`` > 1, again until a round finds nothing (a case's
+    thread may still have been starting an adapter while the round before ran), at most ``rounds`` times."""
     from recoverykit.conformance.reaper import reap_owned
-    with contextlib.suppress(Exception):
-        reap_owned()
+    for _ in range(rounds):
+        with contextlib.suppress(Exception):
+            if not reap_owned().targets:
+                return
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -69,7 +75,7 @@ def finish(exc: BaseException, results: Path | None) -> NoReturn:
     """Reap again, print one line, exit 128 + signum at once (threads still winding down are not waited for)."""
     signum = getattr(exc, "signum", signal.SIGINT)
     name = signal.Signals(signum).name
-    _reap()
+    _reap(rounds=10)
     code = exit_code(signum)
     where = (f"partial results marked incomplete in {results}" if results is not None
              else "no results.json was written (interrupted before the first case)")
