@@ -192,6 +192,8 @@ def check_runnable_queued(ev: Evidence) -> list[ClauseResult]:
     from recoverykit.conformance.checks_resources import REASONS, variants
     submitted = {d.value["work_id"]: d.index for i, d in ev.history.completions()
                  if i.f == "submit" and d is not None and d.type == "ok" and "work_id" in d.value}
+    sent = {d.value["work_id"]: i.index for i, d in ev.history.completions()  # when the kit sent it
+            if i.f == "submit" and d is not None and d.type == "ok" and "work_id" in d.value}
     controls = [(d.index, i.f, d.value.get("stopped", []) if i.f == "stop_all" else [i.value.get("work_id")])
                 for i, d in ev.history.completions()
                 if i.f in ("pause", "end", "stop_all", "resume") and d is not None and d.type == "ok"]
@@ -207,7 +209,8 @@ def check_runnable_queued(ev: Evidence) -> list[ClauseResult]:
         for index, f, names in controls:
             if index < at and work_id in names:
                 last = f
-        stopped_by_exit = any(submitted[work_id] < q < at for q in quit_all) and last != "resume"
+        # a submit in flight at a quit may have been accepted before it: the quit may have stopped it too
+        stopped_by_exit = any(sent[work_id] < q < at for q in quit_all) and last != "resume"
         return last in (None, "resume") and not stopped_by_exit
 
     scripts: dict[str, set[str]] = {}
