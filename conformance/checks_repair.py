@@ -140,10 +140,15 @@ def slots(ev: Evidence) -> list[Slot]:
 
 
 def _results_in_hand(ev: Evidence) -> dict[str, tuple[float, float]]:
-    """probe token -> (started, finished) of each execution that wrote its result."""
+    """probe token -> (since, finished) of each execution that wrote its result: ``since`` is the earlier of its
+    start and the provider's answer that asked for the call (the kit records a kill when it begins, which may be
+    just before a probe already dispatched logs its start: such a result may never have been read)."""
     if ev.witness is None:
         return {}
-    return {e.probe_token: (e.started, e.finished) for e in ev.witness.executions if e.emitted and e.finished}
+    asked = {t: c.response["time"] for c in calls(ev.ledger) if c.response
+             for t in c.response.get("probe_tokens") or ()}
+    return {e.probe_token: (min(e.started, asked.get(e.probe_token, e.started)), e.finished)
+            for e in ev.witness.executions if e.emitted and e.finished}
 
 
 def _emitted(ev: Evidence) -> set[str]:
