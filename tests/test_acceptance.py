@@ -267,3 +267,13 @@ def test_chaos_groups_failures_per_clause_and_accepts_known_ones(tmp_path):
     assert results["findings"][0]["status"] == "accepted"
     report = json.loads((tmp_path / "b" / "report.json").read_text())
     assert report["failing"] == [] and {c["clause"] for c in report["accepted_cells"]} == {"FA-01", "USG-05"}
+
+
+def test_an_aggregate_clause_is_accepted_only_through_accepted_clauses():
+    """FA-01 broke in two cases: once through the accepted USG-05 only, once through RI-03 as well."""
+    from recoverykit.conformance.acceptance import derive
+    accepted = {"USG-05": "--accept"}
+    assert derive(accepted, [("USG-05", ()), ("FA-01", ("USG-05",))])["FA-01"] == "derived from USG-05"
+    assert "FA-01" not in derive(accepted, [("FA-01", ("USG-05",)), ("FA-01", ("USG-05", "RI-03"))])
+    assert "RI-03" not in derive(accepted, [("RI-03", ())])  # an ordinary break is never derived
+    assert derive({}, [("FA-01", ("USG-05",))]) == {}
