@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROTOCOL_VERSION = "1.2"  # MAJOR.MINOR: the kit accepts any adapter with the same MAJOR
+PROTOCOL_VERSION = "1.3"  # MAJOR.MINOR: the kit accepts any adapter with the same MAJOR
 MAX_LINE_BYTES = 1 << 20  # default per-line limit, newline excluded; the client can raise it
 MAX_MSG_ID = 2**53 - 1  # exactly representable in every JSON implementation (IEEE double)
 
@@ -36,6 +36,8 @@ FIELD_DOCS: dict[str, str] = {
     "call_id": "The tool call, as the runtime identifies it.",
     "run_id": "The run (one attempt of a task), as the runtime identifies it.",
     "receipt_id": "The usage receipt, as the runtime identifies it.",
+    "task_id": "The Paperclip task, as the runtime identifies it (since 1.3).",
+    "company": "The company a Paperclip task belongs to, as the runtime names it (since 1.3).",
     "pid": "An operating-system process id.",
     "host_id": "The execution host identity the runtime records.",
     "kind": "One value of the vocabulary named in the type column.",
