@@ -57,7 +57,7 @@ Event = Op | Observation | Fault
 # Faults of the kit's that take no runtime process down: a clock jump, a resource taken away or given back,
 # a process paused (SIGSTOP) or let go on (SIGCONT). Checks about restarts ignore them.
 NOT_A_RESTART = frozenset({"clock_jump", "resource_missing", "resource_restored", "process_pause",
-                           "process_continue"})
+                           "process_continue", "workspace_inspection"})
 
 
 def restarts(history: History) -> list[Fault]:

@@ -790,23 +790,6 @@ def drive_job(run: Run) -> list[ClauseResult]:
     return []
 
 
-def drive_retry(run: Run) -> list[ClauseResult]:
-    run.start()
-    work_id = submit(run, "rty")
-    run.settle(SETTLE_S)
-    runs = run.observe().get("runs") or []
-    observed = next((r["run_id"] for r in runs if r["work_id"] == work_id), None)
-    if work_id is None or observed is None:
-        return [_result("RTY-05", Verdict.UNKNOWN, "no run observed to Retry")]
-    first = run.op("retry", work_id=work_id, idempotency_key="k1", observed_run_id=observed)
-    again = run.op("retry", work_id=work_id, idempotency_key="k1", observed_run_id=observed)
-    if not (first.ok and again.ok):
-        return [_result("RTY-05", Verdict.UNKNOWN, "retry refused")]
-    same = first.reply.run_id == again.reply.run_id and not again.reply.created
-    return [_result("RTY-05", Verdict.VALID if same else Verdict.INVALID,
-                    "" if same else f"a repeated key created run {again.reply.run_id}")]
-
-
 _CHAT = Profile.CHAT_CORE
 _K = RestartKind
 
@@ -997,9 +980,6 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("APR-02", "APR-06", "FA-15"), drive_approval, Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
              (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
-             Chaos(kinds=(_K.TREE_KILL,))),
-    Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
-             (script("rty", text_step(), usage="final"),), (), ("RTY-05", "RTY-04"), drive_retry,
              Chaos(kinds=(_K.TREE_KILL,))),
 )
 
@@ -1364,4 +1344,12 @@ SCENARIOS += (
              Chaos(none="the faults are the provider's own and the kill is the drive's, placed inside the backoff; "
                         "chaos's points would only move the kill away from it")),
 )
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- Paperclip task retry (profile paperclip_retry, seed 001 with #19759): scenarios_paperclip ----------------
+
+from recoverykit.conformance.scenarios_paperclip import catalogue as _paperclip_catalogue  # noqa: E402
+
+SCENARIOS += _paperclip_catalogue()
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -25,11 +25,11 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.2"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.3"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
-NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set", "retry")
+NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set")
 
 
 class OpError(Exception):
@@ -118,7 +118,8 @@ class Adapter:
         cfg.save()
         self.cfg = cfg
         self.runtime = Runtime(cfg)
-        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
+        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL,
+                "profiles": ["chat_core", "paperclip_retry"],
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
                 "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True,
                 "legacy_paused_record": True}
@@ -229,6 +230,20 @@ class Adapter:
 
     def op_stop_all(self, req: dict) -> dict:
         return self._control({"op": "stop_all"})
+
+    # --- Paperclip tasks (profile paperclip_retry, protocol 1.3; impl/tasks.py) ---------------------------
+
+    def op_task_create(self, req: dict) -> dict:
+        return self._control({"op": "task_create", "project": req.get("project"), "text": req["text"]})
+
+    def op_retry(self, req: dict) -> dict:
+        return self._control({"op": "retry", "work_id": req["work_id"], "idempotency_key": req["idempotency_key"],
+                              "observed_run_id": req["observed_run_id"]})
+
+    def op_task_fault(self, req: dict) -> dict:
+        return self._control({"op": "task_fault", "task_id": req["task_id"], "fault": req["fault"],
+                              "error_code": req["error_code"], "cooldown_s": req.get("cooldown_s"),
+                              "count": req.get("count", 1)})
 
     # --- reading ---------------------------------------------------------------------------------
 

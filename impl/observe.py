@@ -15,6 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from . import tasks
 from .schema import (
     RUNTIME_MIGRATIONS,
     STORAGE_ACTIONS,
@@ -26,7 +27,7 @@ from .store import now, process_alive
 
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
-OBSERVES = ["work_items", "turns", "tool_calls", "usage_receipts", "leases", "waits", "fenced_writes"]
+OBSERVES = ["work_items", "turns", "tool_calls", "usage_receipts", "leases", "waits", "fenced_writes", *tasks.SECTIONS]
 STORE = {"runtime.db": len(RUNTIME_MIGRATIONS), "usage.db": len(USAGE_MIGRATIONS)}  # file -> schema version known
 STORAGE_DECL = {"files": list(STORE), "schema_version": "sqlite_user_version"}
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
@@ -95,9 +96,9 @@ def snapshot(data_dir: Path) -> dict:
     db, udb = data_dir / "runtime.db", data_dir / "usage.db"
     storage = storage_state(data_dir)
     if storage["state"] != "ok":
-        return {s: None for s in (*OBSERVES, "goals", "approvals", "runs")} | {"storage": storage}
+        return {s: None for s in (*OBSERVES, "goals", "approvals")} | {"storage": storage}
     if not db.exists():
-        return {s: [] for s in OBSERVES} | {"goals": None, "approvals": None, "runs": None, "storage": storage}
+        return {s: [] for s in OBSERVES} | {"goals": None, "approvals": None, "storage": storage}
     try:
         items, inputs, turns, calls, leases, fenced, waits = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
@@ -151,7 +152,7 @@ def snapshot(data_dir: Path) -> dict:
                   for w in waits] + timer_waits,
         "fenced_writes": [{"work_id": f["work_id"], "generation": f["stale_generation"],
                            "current_generation": f["current_generation"] or 0, "what": f["op"]} for f in fenced],
-        "runs": None,
+        **tasks.sections(data_dir),  # runs, tasks, wakeup receipts, workspaces, coordinators, retry schedule
         "storage": storage,
     }
 
@@ -167,6 +168,7 @@ def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])
+    items = items + tasks.pending(data_dir)
     seen = {i["work_id"] for i in items}
     # also a live owner still finishing an item, and an item waiting for its owner's host when that is us now
     busy = [{"work_id": o["work_id"], "status": o["status"]} for o in owned if o["work_id"] not in seen and (

@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from . import recovery
+from . import recovery, task_runner
 from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
@@ -92,9 +92,11 @@ class Worker:
     def _next_retry_in(self) -> float | None:
         row = one(self.ctx.db, "SELECT MIN(retry_at) AS t FROM work_items WHERE desired_state='run' AND"
                                " status='waiting' AND reason_code='retry_scheduled'")
+        tasks_due = task_runner.next_due_in(self.cfg)
         if row is None or row["t"] is None:
-            return None
-        return max(0.0, row["t"] - now()) + 0.01
+            return tasks_due
+        mine = max(0.0, row["t"] - now()) + 0.01
+        return mine if tasks_due is None else min(mine, tasks_due)
 
     def candidates(self) -> list[dict]:
         """Runnable items, least recently served session first (fair across sessions)."""
@@ -115,6 +117,8 @@ class Worker:
 
     def step(self) -> bool:
         """Claim one runnable item and run it; False when there was nothing to claim."""
+        if task_runner.step(self.cfg, self.ctx.me):  # Paperclip task runs (profile paperclip_retry)
+            return True
         for item in self.candidates():
             if self.stop:
                 return False
