@@ -178,16 +178,16 @@ def catalogue() -> tuple:
         Scenario("paperclip_19759", "#19759: a Retry restarted during bootstrap re-prepares in its task directory; a "
                  "failed re-preparation settles its coordinator and a later Retry creates a run", pc,
                  (_script("p19a", HELD), _script("p19b", HELD)), (),
-                 ("RTY-02", "RTY-10", "RTY-12", "RTY-13", "RTY-14", "RTY-15", "RTY-19"), drive_19759,
+                 ("RTY-12", "RTY-13", "RTY-14"), drive_19759,
                  Chaos(none="the case is the kit's own restart at bootstrap.before_dispatch, placed by the drive; "
                             "chaos's case runner submits chat input and cannot create tasks yet")),
         Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
                  "and after failure, a stale observed run", pc, (_script("pra", HELD), _script("prb", HELD)), (),
-                 ("RTY-04", "RTY-05", "RTY-06", "RTY-01"), drive_retry_admission,
+                 ("RTY-04", "RTY-05"), drive_retry_admission,
                  Chaos(none="admission has no restart of its own; chaos's case runner cannot create tasks yet")),
         Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
                  "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", pc,
-                 (_script("psc", unavailable),), (), ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-06"),
+                 (_script("psc", unavailable),), (), ("RTY-26", "RTY-27", "RTY-28", "RTY-30"),
                  drive_schedule,
                  Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's case runner cannot "
                             "create tasks yet")),

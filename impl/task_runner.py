@@ -42,6 +42,11 @@ def _db(cfg: Config) -> Database:
     return _DBS[key]
 
 
+def use_usage_db(cfg: Config, udb: Database) -> None:
+    """Write receipts through the worker's own usage.db connection (one connection per file per process)."""
+    _DBS[f"{cfg.path}#usage"] = udb
+
+
 def _udb(cfg: Config) -> Database:
     key = f"{cfg.path}#usage"
     if key not in _DBS:

@@ -39,6 +39,7 @@ class Worker:
         me = Identity.me(cfg.host_id)
         # facts first: a worker that cannot read or migrate them exits before it binds or claims anything
         self.ctx = Ctx(cfg, open_runtime_db(cfg.path), open_usage_db(cfg.path), me, lambda: self.stop)
+        task_runner.use_usage_db(cfg, self.ctx.udb)
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         self.wake_path = cfg.run_dir / f"wake-{os.getpid()}.sock"
         self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

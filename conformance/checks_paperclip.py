@@ -1,0 +1,366 @@
+"""History checks of the Paperclip task-retry profile (seed 001 with pull request #19759).
+
+What each check reads, the kit's own evidence first:
+
+- the provider ledger: which task's script each request answered (the kit tags a task's text with its script), so
+  "a run went on after the restart" and "a later Retry created a run" are the provider's record, not the
+  runtime's word;
+- the kit's disk inspections (``conformance.disk``): the ``isolated-workspace-attempts`` tree and ``git worktree
+  list`` of every repository, run by the kit itself;
+- the kit's clock: an observation's time plus the clock offset the kit gave the runtime at its last start, against
+  which schedule due times are judged;
+- the history of the kit's requests and the runtime's answers (retry replies, task faults armed);
+- the observe snapshot (tasks, runs, coordinators, workspaces, the retry schedule): the runtime's word, used where
+  the kit has nothing better, and labelled so.
+
+A check that finds nothing to judge answers unknown, never valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, kit_evidence
+from recoverykit.conformance.disk import ISOLATED, inspections
+from recoverykit.conformance.history import Observation, restarts
+from recoverykit.conformance.provider_ledger import calls
+
+DELAYS_S = (30.0, 60.0, 120.0, 240.0, 480.0)  # seed 001: "30, 60, 120, 240 and 480 seconds"
+JITTER = 0.2  # "with persisted ±20% jitter"
+WINDOW_S = 30 * 60.0  # "Scheduling stops 30 minutes after the first failure"
+CLOCK_SLACK_S = 2.0  # the kit's observation times bracket a scheduling moment this loosely
+_TAG = re.compile(r"\[\[rk-script:([^\]]+)\]\]")
+
+
+# --- reading the evidence -----------------------------------------------------------------------------------
+
+def _ops(ev: Evidence, name: str) -> list[tuple[Any, Any]]:
+    return [(i, d) for i, d in ev.history.completions() if i.f == name]
+
+
+def task_scripts(ev: Evidence) -> dict[str, str]:
+    """task id -> the script its text was tagged with (from the kit's own task_create requests)."""
+    out = {}
+    for invoke, done in _ops(ev, "task_create"):
+        tag = _TAG.search(invoke.value.get("text", ""))
+        if done is not None and done.type == "ok" and tag:
+            out[done.value["task_id"]] = tag.group(1)
+    return out
+
+
+def requests_of(ev: Evidence, script_id: str, after: float = 0.0) -> list[dict[str, Any]]:
+    """The provider's requests of ``script_id`` received after time ``after`` (the kit's clock, no offset)."""
+    return [c.request for c in calls(ev.ledger) if c.request.get("script_id") == script_id
+            and float(c.request.get("time", 0)) > after]
+
+
+def _rows(obs: Observation, section: str) -> list[dict[str, Any]]:
+    return obs.snapshot.get(section) or []
+
+
+def _task_observations(ev: Evidence) -> list[Observation]:
+    return [o for o in ev.history.observations if o.snapshot.get("tasks") is not None]
+
+
+def kit_clock(ev: Evidence, t: float) -> float:
+    """The runtime's clock as the kit set it at real time ``t``: t plus the offset of the last start before t."""
+    offset = 0.0
+    for invoke, _ in _ops(ev, "start"):
+        if invoke.time <= t:
+            offset = float(invoke.value.get("clock_offset_s") or 0.0)
+    return t + offset
+
+
+def _paperclip(ev: Evidence) -> bool:
+    return "tasks" in ev.observes or any(True for _ in _ops(ev, "task_create"))
+
+
+# --- #19759: re-preparation after a restart during bootstrap -----------------------------------------------
+
+def _interrupted_bootstraps(ev: Evidence) -> list[tuple[Observation, Any, dict[str, Any]]]:
+    """(last observation before the restart, the restart, the run) for every run the kit saw bootstrapping
+    (running, not dispatched, a workspace bound) just before a restart of its."""
+    out = []
+    observations = _task_observations(ev)
+    for fault in restarts(ev.history):
+        before = [o for o in observations if o.index < fault.index]
+        if not before:
+            continue
+        for run in _rows(before[-1], "runs"):
+            if run["status"] == "running" and run.get("dispatched") is False and run.get("workspace"):
+                out.append((before[-1], fault, run))
+    return out
+
+
+def _prepare_fault_armed(ev: Evidence, task_id: str, before_index: int) -> bool:
+    return any(i.value.get("task_id") == task_id and i.value.get("fault") == "prepare_fails" and i.index < before_index
+               and d is not None and d.type == "ok" for i, d in _ops(ev, "task_fault"))
+
+
+def _final_run(ev: Evidence, run_id: str) -> dict[str, Any] | None:
+    final = [o for o in _task_observations(ev)]
+    return next((r for r in _rows(final[-1], "runs") if r["run_id"] == run_id), None) if final else None
+
+
+@kit_evidence
+def check_reprepare_reuses_bound_directory(ev: Evidence) -> list[ClauseResult]:
+    """RTY-12: a run restarted during bootstrap is prepared again in the directory it bound, and goes on there."""
+    if not _paperclip(ev):
+        return []
+    problems, judged = [], 0
+    scripts = task_scripts(ev)
+    for _obs, fault, run in _interrupted_bootstraps(ev):
+        task_id = run["work_id"]
+        if _prepare_fault_armed(ev, task_id, fault.index) or task_id not in scripts:
+            continue  # a re-preparation the kit made fail is RTY-14's; a task the kit did not create is not judged
+        final = _final_run(ev, run["run_id"])
+        if final is None:
+            continue
+        judged += 1
+        bound, now = run["workspace"], final.get("workspace")
+        if now != bound and not _worktree_of(ev, now, bound):  # a worktree based on the bound directory: RTY-13's
+            problems.append(f"run {run['run_id']} bound {bound} before the restart during its bootstrap and was "
+                            f"prepared again in {now}")
+        elif final["status"] != "succeeded" and final.get("error_code") != "git_worktree_base_not_git_checkout":
+            problems.append(f"run {run['run_id']}, restarted during bootstrap, ended {final['status']} "
+                            f"({final.get('error_code')}) instead of going on in {bound}")
+        elif final["status"] == "succeeded" and not requests_of(ev, scripts[task_id], fault.time):
+            problems.append(f"run {run['run_id']} says it succeeded after the restart, but the provider saw no "
+                            f"request of its task after it")
+    return _judgement("RTY-12", problems, judged, "no run was restarted during its bootstrap",
+                      f"{judged} run(s) restarted during bootstrap went on in the directory they had bound")
+
+
+def _worktree_of(ev: Evidence, path: str | None, base: str) -> bool:
+    """The kit saw ``path`` as a git worktree of ``base``, or the runtime says so."""
+    if path is None:
+        return False
+    for f in inspections(ev.history):
+        if path in (f.detail.get("repos") or {}).get(base) or []:
+            return True
+    final = _task_observations(ev)
+    return any(w["path"] == path and w.get("base") == base for w in _rows(final[-1], "workspaces")) if final else False
+
+
+@kit_evidence
+def check_task_directory_never_a_worktree_base(ev: Evidence) -> list[ClauseResult]:
+    """RTY-13: no git worktree has a task directory as its base: by ``git worktree list`` of every repository
+    under isolated-workspace-attempts (the kit's), and by the runtime's workspace records."""
+    if not _paperclip(ev):
+        return []
+    problems, judged = [], 0
+    for f in inspections(ev.history):
+        for repo, trees in (f.detail.get("repos") or {}).items():
+            if not repo.startswith(ISOLATED + "/") or trees is None:
+                continue
+            judged += 1
+            linked = [t for t in trees if t != repo]
+            if linked:
+                problems.append(f"git worktree list in the task directory {repo} ({f.detail.get('label')}) shows "
+                                f"worktrees based on it: {linked}")
+    for obs in _task_observations(ev):
+        task_dirs = {w["path"] for w in _rows(obs, "workspaces") if w["strategy"] == "task_directory"}
+        for w in _rows(obs, "workspaces"):
+            if w["strategy"] == "git_worktree" and w.get("base") and (
+                    w["base"] in task_dirs or w["base"].startswith(ISOLATED + "/")):
+                problems.append(f"the runtime records {w['path']} as a git worktree of the task directory "
+                                f"{w['base']}")
+    return _judgement("RTY-13", sorted(set(problems)), judged, "the kit inspected no task directory on disk",
+                      f"{judged} inspection(s) of task directories: none is a worktree base")
+
+
+@kit_evidence
+def check_failed_reprepare_settles(ev: Evidence) -> list[ClauseResult]:
+    """RTY-14: after a re-preparation failed following a restart, a later Retry is admitted: it creates a run,
+    and the provider sees that run's request (the kit's ledger)."""
+    if not _paperclip(ev):
+        return []
+    scripts = task_scripts(ev)
+    failed: dict[str, tuple[str, int]] = {}  # run id -> (task id, first observation index it was seen failed)
+    for _obs, fault, run in _interrupted_bootstraps(ev):
+        if _prepare_fault_armed(ev, run["work_id"], fault.index):
+            failed.setdefault(run["run_id"], (run["work_id"], fault.index))
+    problems, judged = [], 0
+    for run_id, (task_id, since) in failed.items():
+        clicks = [(i, d) for i, d in _ops(ev, "retry") if i.value.get("observed_run_id") == run_id
+                  and i.index > since and d is not None and d.type == "ok"]
+        if not clicks or task_id not in scripts:
+            continue
+        judged += 1
+        _invoke, done = clicks[0]
+        if not done.value.get("created") or not done.value.get("run_id"):
+            problems.append(f"after run {run_id}'s re-preparation failed, a Retry created no run (receipt "
+                            f"{done.value.get('receipt_status')}): its recovery claim was never settled")
+        elif not requests_of(ev, scripts[task_id], done.time):
+            problems.append(f"the Retry after run {run_id}'s failed re-preparation created run "
+                            f"{done.value['run_id']}, but the provider never saw its request")
+    return _judgement("RTY-14", problems, judged, "no Retry followed a failed re-preparation",
+                      f"{judged} Retry click(s) after a failed re-preparation created a run that reached the provider")
+
+
+# --- admission ----------------------------------------------------------------------------------------------
+
+def check_key_unique_over_every_receipt(ev: Evidence) -> list[ClauseResult]:
+    """RTY-04: a key already used in the company answers with its first run, whether that run is still pending,
+    completed or failed: a repeated request never creates another run."""
+    if not _paperclip(ev):
+        return []
+    by_key: dict[str, list[Any]] = defaultdict(list)
+    for invoke, done in _ops(ev, "retry"):
+        if done is not None and done.type == "ok" and done.value.get("run_id"):
+            by_key[invoke.value.get("idempotency_key")].append(done)
+    problems, judged = [], 0
+    for key, answers in by_key.items():
+        if len(answers) < 2:
+            continue
+        judged += len(answers) - 1
+        runs = sorted({a.value["run_id"] for a in answers})
+        created = [a for a in answers if a.value.get("created")]
+        if len(runs) > 1 or len(created) > 1:
+            statuses = ", ".join(str(a.value.get("receipt_status")) for a in answers)
+            problems.append(f"key {key!r} sent {len(answers)} times created runs {runs} ({len(created)} said created; "
+                            f"receipt statuses {statuses})")
+    return _judgement("RTY-04", problems, judged, "no key was repeated", f"{judged} repeated key(s) attached")
+
+
+def check_concurrent_clicks_attach(ev: Evidence) -> list[ClauseResult]:
+    """RTY-05: Retry clicks on one task whose requests overlap in time attach to one accepted run."""
+    if not _paperclip(ev):
+        return []
+    by_task: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+    for invoke, done in _ops(ev, "retry"):
+        if done is not None and done.type == "ok" and done.value.get("run_id"):
+            by_task[invoke.value.get("work_id")].append((invoke, done))
+    problems, judged = [], 0
+    for task_id, clicks in by_task.items():
+        for n, (a_inv, a_done) in enumerate(clicks):
+            for b_inv, b_done in clicks[n + 1:]:
+                if not (a_inv.index < b_done.index and b_inv.index < a_done.index):
+                    continue  # not concurrent
+                judged += 1
+                if a_done.value["run_id"] != b_done.value["run_id"]:
+                    problems.append(f"concurrent clicks on task {task_id} created runs {a_done.value['run_id']} and "
+                                    f"{b_done.value['run_id']}")
+                elif a_done.value.get("created") and b_done.value.get("created"):
+                    problems.append(f"concurrent clicks on task {task_id} both say they created run "
+                                    f"{a_done.value['run_id']}")
+    return _judgement("RTY-05", problems, judged, "no two clicks were concurrent",
+                      f"{judged} pair(s) of concurrent clicks attached to one run")
+
+
+# --- the maintenance schedule ---------------------------------------------------------------------------------
+
+def _entries(ev: Evidence) -> dict[tuple[str, int, int], list[tuple[Observation, dict[str, Any]]]]:
+    """(task, generation, attempt) -> every observation of that schedule entry, in order."""
+    out: dict[tuple[str, int, int], list[tuple[Observation, dict[str, Any]]]] = defaultdict(list)
+    for obs in _task_observations(ev):
+        for e in _rows(obs, "retry_schedule"):
+            out[(e["task_id"], e["generation"], e["attempt"])].append((obs, e))
+    return out
+
+
+@kit_evidence
+def check_schedule_values(ev: Evidence) -> list[ClauseResult]:
+    """RTY-26: at most five retries, each with jitter within ±20 %, due its delay after the moment it was
+    scheduled; that moment is bracketed on the kit's clock by the last observation without the entry and the
+    first with it."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for (task_id, gen, attempt), seen in _entries(ev).items():
+        first_obs, e = seen[0]
+        judged += 1
+        if not 1 <= attempt <= len(DELAYS_S):
+            problems.append(f"task {task_id} generation {gen} scheduled retry {attempt}: only five are allowed")
+            continue
+        if abs(e["jitter"]) > JITTER + 1e-9:
+            problems.append(f"task {task_id} retry {attempt} has jitter {e['jitter']:+.3f}, beyond ±20 %")
+            continue
+        if e.get("cooldown_until") is not None:
+            continue  # a provider cooldown decides the due time
+        earlier = [o for o in observations if o.index < first_obs.index]
+        lo = kit_clock(ev, earlier[-1].time) if earlier else float("-inf")
+        hi = kit_clock(ev, first_obs.time)
+        scheduled_at = e["due_at"] - DELAYS_S[attempt - 1] * (1 + e["jitter"])
+        if not lo - CLOCK_SLACK_S <= scheduled_at <= hi + CLOCK_SLACK_S:
+            problems.append(f"task {task_id} retry {attempt} is due at {e['due_at']:.1f}: with its jitter "
+                            f"{e['jitter']:+.3f} that is {DELAYS_S[attempt - 1]:.0f} s after {scheduled_at:.1f}, but "
+                            f"the kit's clock put its scheduling between {lo:.1f} and {hi:.1f}")
+    return _judgement("RTY-26", problems, judged, "no retry was scheduled",
+                      f"{judged} scheduled retr(ies) within the policy's delays and jitter")
+
+
+def check_jitter_persisted(ev: Evidence) -> list[ClauseResult]:
+    """RTY-27: a scheduled retry's jitter and due time never change once scheduled, across restarts too."""
+    if not _paperclip(ev):
+        return []
+    problems, judged = [], 0
+    for (task_id, _gen, attempt), seen in _entries(ev).items():
+        first = seen[0][1]
+        if len(seen) > 1 and any(f.index > seen[0][0].index for f in restarts(ev.history)
+                                 if f.index < seen[-1][0].index):
+            judged += 1
+        for _obs, e in seen[1:]:
+            if e["state"] == "scheduled" and (e["jitter"] != first["jitter"] or e["due_at"] != first["due_at"]):
+                problems.append(f"task {task_id} retry {attempt}: jitter {first['jitter']:+.4f} due "
+                                f"{first['due_at']:.1f} became {e['jitter']:+.4f} due {e['due_at']:.1f}")
+                break
+    return _judgement("RTY-27", problems, judged, "no scheduled retry was observed across a restart",
+                      f"{judged} scheduled retr(ies) kept their jitter and due time across restarts")
+
+
+@kit_evidence
+def check_window(ev: Evidence) -> list[ClauseResult]:
+    """RTY-28: no retry is scheduled once the kit's clock is past 30 minutes after the generation's first
+    failure (unless a provider cooldown decides it)."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for (task_id, gen, attempt), seen in _entries(ev).items():
+        first_obs, e = seen[0]
+        end = e["first_failure_at"] + WINDOW_S
+        earlier = [o for o in observations if o.index < first_obs.index]
+        if not earlier:
+            continue
+        lo = kit_clock(ev, earlier[-1].time)
+        judged += lo > end  # an entry first seen after the window closed: judged
+        if lo > end + CLOCK_SLACK_S and e.get("cooldown_until") is None:
+            problems.append(f"task {task_id} generation {gen} scheduled retry {attempt} when the kit's clock was "
+                            f"past {lo:.0f}, {lo - e['first_failure_at']:.0f} s after the first failure")
+    # the window closing is judged when the kit moved its clock past it while a generation was failing
+    for obs in observations:
+        for e in _rows(obs, "retry_schedule"):
+            if kit_clock(ev, obs.time) > e["first_failure_at"] + WINDOW_S:
+                judged += 1
+                break
+    return _judgement("RTY-28", problems, judged, "the kit's clock never passed a generation's window",
+                      "no retry was scheduled after its generation's 30-minute window")
+
+
+def check_budget_not_replenished(ev: Evidence) -> list[ClauseResult]:
+    """RTY-30: within a generation the retries are numbered on and never start again, and a retry once fired is
+    never scheduled again, whatever restarts happen in between."""
+    if not _paperclip(ev):
+        return []
+    problems, judged = [], 0
+    order: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for (task_id, gen, attempt), seen in sorted(_entries(ev).items(), key=lambda kv: kv[1][0][0].index):
+        order[(task_id, gen)].append(attempt)
+        states = [e["state"] for _, e in seen]
+        if "fired" in states and "scheduled" in states[states.index("fired"):]:
+            problems.append(f"task {task_id} generation {gen}: retry {attempt} fired, then was scheduled again")
+    for (task_id, gen), attempts in order.items():
+        judged += len(attempts) > 1
+        if attempts != list(range(1, len(attempts) + 1)):
+            problems.append(f"task {task_id} generation {gen} numbered its retries {attempts}")
+    return _judgement("RTY-30", problems, judged, "no generation scheduled two retries",
+                      "retries were numbered on, never replenished")
+
+
+PAPERCLIP_CHECKS = (check_reprepare_reuses_bound_directory, check_task_directory_never_a_worktree_base,
+                    check_failed_reprepare_settles, check_key_unique_over_every_receipt, check_concurrent_clicks_attach,
+                    check_schedule_values, check_jitter_persisted, check_window, check_budget_not_replenished)
