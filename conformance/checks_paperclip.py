@@ -226,28 +226,33 @@ def check_key_unique_over_every_receipt(ev: Evidence) -> list[ClauseResult]:
 
 
 def check_concurrent_clicks_attach(ev: Evidence) -> list[ClauseResult]:
-    """RTY-05: Retry clicks on one task whose requests overlap in time attach to one accepted run."""
+    """RTY-05: a click on a task while a Retry it accepted is still running (from the click that created the run
+    to the first observation showing it ended) attaches to that run, whatever its key."""
     if not _paperclip(ev):
         return []
-    by_task: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
-    for invoke, done in _ops(ev, "retry"):
-        if done is not None and done.type == "ok" and done.value.get("run_id"):
-            by_task[invoke.value.get("work_id")].append((invoke, done))
+    clicks = [(i, d) for i, d in _ops(ev, "retry") if d is not None and d.type == "ok" and d.value.get("run_id")]
+    observations = _task_observations(ev)
     problems, judged = [], 0
-    for task_id, clicks in by_task.items():
-        for n, (a_inv, a_done) in enumerate(clicks):
-            for b_inv, b_done in clicks[n + 1:]:
-                if not (a_inv.index < b_done.index and b_inv.index < a_done.index):
-                    continue  # not concurrent
-                judged += 1
-                if a_done.value["run_id"] != b_done.value["run_id"]:
-                    problems.append(f"concurrent clicks on task {task_id} created runs {a_done.value['run_id']} and "
-                                    f"{b_done.value['run_id']}")
-                elif a_done.value.get("created") and b_done.value.get("created"):
-                    problems.append(f"concurrent clicks on task {task_id} both say they created run "
-                                    f"{a_done.value['run_id']}")
-    return _judgement("RTY-05", problems, judged, "no two clicks were concurrent",
-                      f"{judged} pair(s) of concurrent clicks attached to one run")
+    for inv, done in clicks:
+        if not done.value.get("created"):
+            continue
+        run_id, task_id = done.value["run_id"], inv.value.get("work_id")
+        ended = next((o.index for o in observations if o.index > done.index and any(
+            r["run_id"] == run_id and r["status"] not in ("queued", "running") for r in _rows(o, "runs"))), None)
+        for other_inv, other in clicks:
+            if other_inv is inv or other_inv.value.get("work_id") != task_id:
+                continue
+            if not (inv.index < other.index and (ended is None or other_inv.index < ended)):
+                continue  # not while the accepted run was running
+            if other_inv.index < inv.index and other.index < done.index:
+                continue
+            judged += 1
+            if other.value["run_id"] != run_id or other.value.get("created"):
+                problems.append(f"a click on task {task_id} (key {other_inv.value.get('idempotency_key')!r}) while "
+                                f"its accepted run {run_id} was running got run {other.value['run_id']} "
+                                f"(created: {other.value.get('created')})")
+    return _judgement("RTY-05", problems, judged, "no click came while an accepted Retry was running",
+                      f"{judged} click(s) while an accepted Retry was running attached to it")
 
 
 # --- the maintenance schedule ---------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from recoverykit.conformance.provider_script import script_tag
 
 WAIT_S = 20.0
 HELD = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
+HELD2 = [{"kind": "hold", "at_chunk": 0, "attempts": [1, 2]}]  # the first run and the first Retry run
 BOOTSTRAP_PAUSE = "bootstrap.before_dispatch=pause"
 
 
@@ -68,15 +69,18 @@ def retry(run: Run, task_id: str | None, key: str, observed: str | None):
     return run.op("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none")
 
 
-def fail_after_restart(run: Run, *scripts: str, failpoints: str = "") -> list[tuple[str | None, str | None]]:
+def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
+                       release: bool = True) -> list[tuple[str | None, str | None]]:
     """Tasks with no project whose first runs are in flight at the provider when the runtime is killed: after
-    the restart each has failed (``native_session_interrupted``) and offers Retry."""
+    the restart each has failed (``native_session_interrupted``) and offers Retry. ``release``: later holds of
+    the scripts are released as soon as they are reached (else the drive releases them itself)."""
     made = [create(run, s) for s in scripts]
     for s in scripts:
         run.wait_held(WAIT_S, script_id=s)
     run.kill("tree_kill")
     run.provider.release(cut=True)
-    run.provider.auto_release()
+    if release:
+        run.provider.auto_release()
     run.start(failpoints=failpoints)
     for task_id, _ in made:
         wait_task(run, task_id, {"retry_offered", "retry_scheduled"})
@@ -111,16 +115,22 @@ def drive_19759(run: Run) -> list[ClauseResult]:
 
 def drive_retry_admission(run: Run) -> list[ClauseResult]:
     run.start()
-    # both tasks' first runs fail after a restart; the Retry run of "prb" fails too (the kit's environment fault)
-    (ta, ra), (tb, rb) = fail_after_restart(run, "pra", "prb")
+    # both tasks' first runs fail after a restart; the Retry run of "prb" fails too (the kit's environment fault);
+    # the Retry run of "pra" is held at the provider while the clicks arrive (accepted work, still running)
+    (ta, ra), (tb, rb) = fail_after_restart(run, "pra", "prb", release=False)
     run.op("task_fault", task_id=tb, fault="run_fails", error_code="native_session_interrupted", count=1)
-    # a double click with one key, concurrently
+    # a double click with one key and a click with another key, concurrently
     replies: list[Any] = []
-    threads = [threading.Thread(target=lambda: replies.append(retry(run, ta, "kpa-1", ra))) for _ in range(2)]
+    threads = [threading.Thread(target=lambda k=k: replies.append(retry(run, ta, k, ra)))
+               for k in ("kpa-1", "kpa-1", "kpa-1b")]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    run.observe()
+    run.wait_held(WAIT_S, script_id="pra")
+    run.provider.auto_release()
+    run.provider.release()
     wait_task(run, ta, {"succeeded", "retry_offered"})
     first = next((r.reply.run_id for r in replies if r.ok), None)
     retry(run, ta, "kpa-1", first)  # the same key after its run completed
@@ -135,14 +145,17 @@ def drive_retry_admission(run: Run) -> list[ClauseResult]:
 SCHEDULE_JUMPS_S = (40.0, 80.0, 160.0, 1600.0)  # past retries 1, 2 and 3; the last beyond the 30-minute window
 
 
-def wait_schedule(run: Run, task_id: str | None, attempt: int, timeout_s: float = WAIT_S) -> None:
-    """Observe until the task has scheduled retry ``attempt`` or offers Retry."""
+def _scheduled(snap: dict[str, Any], task_id: str | None) -> set[tuple[int, int, float]]:
+    return {(e["generation"], e["attempt"], e["due_at"]) for e in snap.get("retry_schedule") or []
+            if e["task_id"] == task_id and e["state"] == "scheduled"}
+
+
+def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: float = WAIT_S) -> None:
+    """Observe until the task has a scheduled retry it did not have before, or offers Retry."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         snap = run.observe()
-        if (task_of(snap, task_id) or {}).get("status") == "retry_offered" or any(
-                e["task_id"] == task_id and e["attempt"] >= attempt and e["state"] == "scheduled"
-                for e in snap.get("retry_schedule") or []):
+        if (task_of(snap, task_id) or {}).get("status") == "retry_offered" or _scheduled(snap, task_id) - before:
             return
         time.sleep(0.05)
 
@@ -152,15 +165,16 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     deliberate click after exhaustion."""
     run.start()
     task_id, _ = create(run, "psc")
-    wait_schedule(run, task_id, 1)
+    wait_rescheduled(run, task_id, set())
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
     run.start()
-    run.observe()
-    for n, jump in enumerate(SCHEDULE_JUMPS_S):  # the kit's clock moves; the runtime reads it at its next start
+    before = _scheduled(run.observe(), task_id)
+    for jump in SCHEDULE_JUMPS_S:  # the kit's clock moves; the runtime reads it at its next start
         run.clock_jump(jump)
         run.kill("tree_kill")
         run.start()
-        wait_schedule(run, task_id, n + 2)
+        wait_rescheduled(run, task_id, before)
+        before = _scheduled(run.observe(), task_id)
     task = wait_task(run, task_id, {"retry_offered"})
     click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
     if click.ok and click.reply.run_id:
@@ -182,7 +196,7 @@ def catalogue() -> tuple:
                  Chaos(none="the case is the kit's own restart at bootstrap.before_dispatch, placed by the drive; "
                             "chaos's case runner submits chat input and cannot create tasks yet")),
         Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
-                 "and after failure, a stale observed run", pc, (_script("pra", HELD), _script("prb", HELD)), (),
+                 "and after failure, a stale observed run", pc, (_script("pra", HELD2), _script("prb", HELD)), (),
                  ("RTY-04", "RTY-05"), drive_retry_admission,
                  Chaos(none="admission has no restart of its own; chaos's case runner cannot create tasks yet")),
         Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "

@@ -126,7 +126,9 @@ def retry(db: Database, task_id: str, key: str, observed_run_id: str) -> dict:
         task = one(db, "SELECT * FROM tasks WHERE task_id=?", (task_id,))
         if task is None:
             raise TaskError("not_found", f"no task {task_id!r}")
-        if observed_run_id != task["current_run"]:
+        current = one(db, "SELECT * FROM runs WHERE run_id=?", (task["current_run"],))
+        concurrent = current is not None and current["state"] in ACTIVE and current["retry_of"] == observed_run_id
+        if observed_run_id != task["current_run"] and not concurrent:  # a click on the run the accepted work retries
             raise TaskError("precondition_failed", f"the click saw run {observed_run_id!r}, the task's current run "
                             f"is {task['current_run']!r}; refresh and click again")
         run_id, created, status = admit(db, task, key)
