@@ -133,6 +133,9 @@ def _spec(points: Iterable[str]) -> str:
 
 
 def _submit_all(env: CaseEnv, scenario: Scenario) -> None:
+    if scenario.chaos.kick is not None:  # the scenario starts its own work (Paperclip tasks)
+        scenario.chaos.kick(env)
+        return
     for session in scenario.sessions:
         env.request_async("submit", session_id=f"dry-{scenario.id}-{session}", client_msg_id=f"{session}-1",
                           text=f"dry run {script_tag(scenario.script_id(session))}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -59,6 +60,14 @@ def arm_recovery(case: Case) -> str:
 
 def _pause_at(point: str, hit: int) -> str:
     return f"{point}={hit - 1}*off->1*pause" if hit > 1 else f"{point}=1*pause"
+
+
+def kick(env: CaseEnv, start: Any) -> None:
+    """Run a scenario's own start (``Chaos.kick``) in a thread the case waits for like a pending submit."""
+    thread = threading.Thread(target=start, args=(env,), daemon=True, name="chaos-kick")
+    thread.result = {}  # type: ignore[attr-defined]
+    thread.start()
+    env._pending.append((None, None, thread))  # type: ignore[attr-defined]
 
 
 def replay_command(case: Case, adapter: str | list[str] | None) -> str:
@@ -153,9 +162,12 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             raise
         _NEVER_UP[key] = 0
         timings["started"] = time.monotonic() - t0
-        for session in scenario.sessions:
-            env.request_async("submit", session_id=f"{case.scenario}-{session}", client_msg_id=f"{session}-1",
-                              text=f"chaos {case.id} {script_tag(scenario.script_id(session))}")
+        if scenario.chaos.kick is not None:  # the scenario starts its own work (Paperclip tasks)
+            kick(env, scenario.chaos.kick)
+        else:
+            for session in scenario.sessions:
+                env.request_async("submit", session_id=f"{case.scenario}-{session}", client_msg_id=f"{session}-1",
+                                  text=f"chaos {case.id} {script_tag(scenario.script_id(session))}")
         if case.point in RECOVERY_POINTS:  # the first crash, so that there is something to recover
             env.provider.wait_for_held(timeout_s)
             restarts.tree_kill(env, "tree_kill")

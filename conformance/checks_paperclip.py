@@ -99,6 +99,12 @@ def _prepare_fault_armed(ev: Evidence, task_id: str, before_index: int) -> bool:
                and d is not None and d.type == "ok" for i, d in _ops(ev, "task_fault"))
 
 
+def _run_faults(ev: Evidence, task_id: str) -> set[str]:
+    """Error codes of the ``run_fails`` faults the kit armed for the task (they fail a run at its dispatch)."""
+    return {i.value.get("error_code") for i, d in _ops(ev, "task_fault") if i.value.get("task_id") == task_id
+            and i.value.get("fault") == "run_fails" and d is not None and d.type == "ok"}
+
+
 def _final_run(ev: Evidence, run_id: str) -> dict[str, Any] | None:
     final = [o for o in _task_observations(ev)]
     return next((r for r in _rows(final[-1], "runs") if r["run_id"] == run_id), None) if final else None
@@ -123,7 +129,8 @@ def check_reprepare_reuses_bound_directory(ev: Evidence) -> list[ClauseResult]:
         if now != bound and not _worktree_of(ev, now, bound):  # a worktree based on the bound directory: RTY-13's
             problems.append(f"run {run['run_id']} bound {bound} before the restart during its bootstrap and was "
                             f"prepared again in {now}")
-        elif final["status"] != "succeeded" and final.get("error_code") != "git_worktree_base_not_git_checkout":
+        elif final["status"] != "succeeded" and final.get("error_code") not in (
+                "git_worktree_base_not_git_checkout", *_run_faults(ev, task_id)):  # a fault at dispatch: it went on
             problems.append(f"run {run['run_id']}, restarted during bootstrap, ended {final['status']} "
                             f"({final.get('error_code')}) instead of going on in {bound}")
         elif final["status"] == "succeeded" and not requests_of(ev, scripts[task_id], fault.time):

@@ -75,6 +75,9 @@ class Chaos:
     double_start: bool = False  # after a kill, two starts race: a repeated notification must admit once
     clauses: tuple[str, ...] = ()  # what its chaos cases aim at (the failure-acceptance report's cells)
     none: str = ""  # why the scenario has no chaos cells at all (then nothing else is read)
+    # how a chaos case starts the scenario's work instead of one submit per session: called with the case's
+    # environment (chaos.case_env.CaseEnv) in a thread of its own; it must tolerate the kill (scenarios_paperclip)
+    kick: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

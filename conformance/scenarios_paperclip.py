@@ -183,9 +183,54 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     return []
 
 
+CHAOS_POINTS = ("retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
+                "bootstrap.before_dispatch")
+
+
+def _env_wait(env: Any, task_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        task = task_of(env.observe(), task_id)
+        if task is not None and task["status"] in statuses:
+            return task
+        time.sleep(0.05)
+    return None
+
+
+def _env_click(env: Any, task_id: str, key: str, observed: str | None, timeout_s: float = 10.0) -> Any:
+    """A click that a failpoint may hold: sent asynchronously, its reply awaited (None if cut by the kill)."""
+    pending = env.request_async("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none")
+    pending.join(timeout_s)
+    return pending.result.get("reply")
+
+
+def chaos_kick_19759(env: Any) -> None:
+    """How a chaos case starts the #19759 case: a task with no project whose first run completes; its first
+    Retry run fails at dispatch (the kit's fault), so its second Retry reuses that run's task directory. The
+    points of the Retry path (receipt, preparation: a fresh attempt, then a reuse; bootstrap) are reached, and the
+    case's kill at any of them is followed by a restart that must re-prepare in the bound directory. Stops at the
+    first failed step: the kill ends the drive, the recovery is what is judged."""
+    try:
+        made = env.request("task_create", project=None, text=f"chaos {script_tag('p19a')} work on the task")
+        task = _env_wait(env, made.task_id, {"succeeded", "retry_offered"})
+        if task is None:
+            return
+        env.request("task_fault", task_id=made.task_id, fault="run_fails", error_code="native_session_interrupted",
+                    count=1)
+        first = _env_click(env, made.task_id, "kc-1", task["current_run"])
+        if first is None or not first.run_id:
+            return
+        task = _env_wait(env, made.task_id, {"retry_offered"})
+        if task is not None:
+            _env_click(env, made.task_id, "kc-2", task["current_run"])
+    except Exception:
+        return
+
+
 def catalogue() -> tuple:
     from recoverykit.conformance.scenarios import Chaos, Scenario
     from recoverykit.model.catalogue import Profile
+    from recoverykit.model.catalogue import RestartKind as _K
     pc = Profile.PAPERCLIP_RETRY
     unavailable = [{"kind": "error", "status": 503, "attempts": [1, 2, 3, 4, 5], "message": "overloaded"}]
     return (
@@ -193,16 +238,16 @@ def catalogue() -> tuple:
                  "failed re-preparation settles its coordinator and a later Retry creates a run", pc,
                  (_script("p19a", HELD), _script("p19b", HELD)), (),
                  ("RTY-12", "RTY-13", "RTY-14"), drive_19759,
-                 Chaos(none="the case is the kit's own restart at bootstrap.before_dispatch, placed by the drive; "
-                            "chaos's case runner submits chat input and cannot create tasks yet")),
+                 Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=CHAOS_POINTS,
+                       clauses=("RTY-12", "RTY-13", "RTY-04"), kick=chaos_kick_19759)),
         Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
                  "and after failure, a stale observed run", pc, (_script("pra", HELD2), _script("prb", HELD)), (),
                  ("RTY-04", "RTY-05"), drive_retry_admission,
-                 Chaos(none="admission has no restart of its own; chaos's case runner cannot create tasks yet")),
+                 Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
         Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
                  "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", pc,
                  (_script("psc", unavailable),), (), ("RTY-26", "RTY-27", "RTY-28", "RTY-30"),
                  drive_schedule,
-                 Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's case runner cannot "
-                            "create tasks yet")),
+                 Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
+                            "move them")),
     )
