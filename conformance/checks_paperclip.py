@@ -376,3 +376,153 @@ def check_budget_not_replenished(ev: Evidence) -> list[ClauseResult]:
 PAPERCLIP_CHECKS = (check_reprepare_reuses_bound_directory, check_task_directory_never_a_worktree_base,
                     check_failed_reprepare_settles, check_key_unique_over_every_receipt, check_concurrent_clicks_attach,
                     check_schedule_values, check_jitter_persisted, check_window, check_budget_not_replenished)
+
+# --- task state, generations, receipts across restarts, fresh attempts ----------------------------------------
+
+_ACTIVE = ("queued", "running")
+
+
+def check_one_task_state(ev: Evidence) -> list[ClauseResult]:
+    """RTY-01: each task shows exactly one of: working (its current run is queued or running), one scheduled retry
+    (exactly one scheduled entry), or the ordinary Retry action (nothing running, nothing scheduled)."""
+    if not _paperclip(ev):
+        return []
+    problems, judged = [], 0
+    for obs in _task_observations(ev):
+        runs = {r["run_id"]: r for r in _rows(obs, "runs")}
+        for t in _rows(obs, "tasks"):
+            judged += 1
+            scheduled = [e for e in _rows(obs, "retry_schedule") if e["task_id"] == t["task_id"]
+                         and e["state"] == "scheduled"]
+            current = runs.get(t["current_run"] or "")
+            running = current is not None and current["status"] in _ACTIVE
+            status = t["status"]
+            wrong = None
+            if (t.get("action") == "retry") != (status == "retry_offered"):
+                wrong = f"shows {status} with action {t.get('action')}"
+            elif status == "working" and not running:
+                wrong = f"shows working while its current run {t['current_run']} is {current and current['status']}"
+            elif status == "retry_scheduled" and len(scheduled) != 1:
+                wrong = f"shows one scheduled retry with {len(scheduled)} scheduled"
+            elif status == "retry_offered" and (running or scheduled):
+                wrong = "offers Retry while work runs or a retry is scheduled"
+            elif status != "retry_scheduled" and scheduled and status != "held":
+                wrong = f"shows {status} with a retry scheduled"
+            if wrong:
+                problems.append(f"task {t['task_id']} {wrong} (observation {obs.index})")
+    return _judgement("RTY-01", problems[:20], judged, "no task was observed",
+                      "every observed task showed exactly one of working, one scheduled retry, or Retry")
+
+
+def check_generation_only_by_click(ev: Evidence) -> list[ClauseResult]:
+    """RTY-06: a task's run generation rises only with a deliberate click the kit sent (a Retry that created a run);
+    an automatic retry or a repeated request never opens one."""
+    if not _paperclip(ev):
+        return []
+    clicked = {d.value["run_id"] for i, d in _ops(ev, "retry") if d is not None and d.type == "ok"
+               and d.value.get("created") and d.value.get("run_id")}
+    clicked |= {r["run_id"] for o in _task_observations(ev) for r in _rows(o, "wakeup_receipts") if r.get("run_id")}
+    highest: dict[str, int] = {}
+    problems, judged = [], 0
+    seen: set[str] = set()
+    for obs in _task_observations(ev):
+        for r in sorted(_rows(obs, "runs"), key=lambda r: r.get("generation") or 0):
+            if r["run_id"] in seen or r.get("generation") is None:
+                continue
+            seen.add(r["run_id"])
+            task, gen = r["work_id"], r["generation"]
+            if task in highest and gen > highest[task]:
+                judged += 1
+                if r["run_id"] not in clicked:
+                    problems.append(f"run {r['run_id']} of task {task} opened generation {gen} with no deliberate "
+                                    f"click behind it")
+            highest[task] = max(highest.get(task, gen), gen)
+    return _judgement("RTY-06", problems, judged, "no new generation was opened",
+                      f"{judged} new generation(s), each opened by a deliberate click")
+
+
+def check_receipt_reused_across_restarts(ev: Evidence) -> list[ClauseResult]:
+    """RTY-19: one Retry key names one run for good: a restart while its run is pending never makes another run
+    for the same receipt."""
+    if not _paperclip(ev):
+        return []
+    runs_of: dict[str, set[str]] = defaultdict(set)
+    for obs in _task_observations(ev):
+        for r in _rows(obs, "runs"):
+            if r.get("idempotency_key"):
+                runs_of[r["idempotency_key"]].add(r["run_id"])
+    pending_at_restart = set()
+    observations = _task_observations(ev)
+    for fault in restarts(ev.history):
+        before = [o for o in observations if o.index < fault.index]
+        if before:
+            pending_at_restart |= {w["idempotency_key"] for w in _rows(before[-1], "wakeup_receipts")
+                                   if w["status"] in ("pending", "deferred")}
+    problems = [f"key {k!r} names runs {sorted(v)}" for k, v in runs_of.items() if len(v) > 1]
+    return _judgement("RTY-19", problems, len(pending_at_restart), "no Retry was pending at a restart",
+                      f"{len(pending_at_restart)} receipt(s) pending at a restart kept their one run")
+
+
+@kit_evidence
+def check_fresh_attempt(ev: Evidence) -> list[ClauseResult]:
+    """RTY-10: a Retry that does not continue in its prior run's directory gets a fresh directory of its own
+    under isolated-workspace-attempts, and the prior directory stays where it was (the kit's disk inspections)."""
+    if not _paperclip(ev):
+        return []
+    final = _task_observations(ev)
+    if not final:
+        return []
+    runs = {r["run_id"]: r for r in _rows(final[-1], "runs")}
+    problems, judged = [], 0
+    for r in runs.values():
+        prior = runs.get(r.get("retry_of") or "")
+        if prior is None or not r.get("workspace") or not prior.get("workspace"):
+            continue
+        if r["workspace"] == prior["workspace"]:
+            continue  # a reuse: RTY-09's conditions
+        judged += 1
+        if not r["workspace"].startswith(ISOLATED + "/") or not r["workspace"].endswith("/" + r["run_id"]):
+            problems.append(f"Retry run {r['run_id']} got {r['workspace']}, not a fresh isolated attempt of its own")
+        for f in inspections(ev.history):
+            if f.time > 0 and (f.detail.get("present") or {}).get(prior["workspace"]) is False:
+                problems.append(f"the prior run {prior['run_id']}'s directory {prior['workspace']} was gone at the "
+                                f"kit's inspection '{f.detail.get('label')}'")
+                break
+    return _judgement("RTY-10", problems, judged, "no Retry ran in a fresh attempt",
+                      f"{judged} fresh attempt(s) of their own, the prior directories kept")
+
+
+@kit_evidence
+def check_cooldown_precedence(ev: Evidence) -> list[ClauseResult]:
+    """RTY-29: after a run failed with a provider cooldown the kit injected, the next retry is due no earlier than
+    the cooldown's end: on the kit's clock, the failure came after the last observation without the entry."""
+    if not _paperclip(ev):
+        return []
+    faults = [(i, d) for i, d in _ops(ev, "task_fault") if i.value.get("fault") == "run_fails"
+              and i.value.get("cooldown_s") and d is not None and d.type == "ok"]
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for invoke, done in faults:
+        task_id, cooldown = invoke.value["task_id"], float(invoke.value["cooldown_s"])
+        code = invoke.value.get("error_code")
+        failed_at = next((o.index for o in observations if o.index > done.index and any(
+            r["work_id"] == task_id and r.get("error_code") == code for r in _rows(o, "runs"))), None)
+        if failed_at is None:
+            continue
+        after = sorted(((seen[0][0].index, seen) for (task, _g, _a), seen in _entries(ev).items()
+                        if task == task_id and seen[0][0].index >= failed_at), key=lambda x: x[0])
+        if not after:
+            continue
+        first_obs, e = after[0][1][0]
+        earlier = [o for o in observations if o.index < first_obs.index]
+        lo = kit_clock(ev, earlier[-1].time) if earlier else kit_clock(ev, done.time)
+        judged += 1
+        if e["due_at"] < lo + cooldown - CLOCK_SLACK_S:
+            problems.append(f"task {task_id}: after a failure with a {cooldown:.0f} s provider cooldown (not before "
+                            f"{lo:.0f} on the kit's clock) the next retry is due at {e['due_at']:.0f}")
+    return _judgement("RTY-29", problems, judged, "no run failed with a provider cooldown",
+                      "the retry after a provider cooldown waited for it")
+
+
+PAPERCLIP_CHECKS += (check_one_task_state, check_generation_only_by_click, check_receipt_reused_across_restarts,
+                     check_fresh_attempt, check_cooldown_precedence)

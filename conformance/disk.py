@@ -8,8 +8,9 @@ a ``workspace_inspection`` event (not a restart: ``history.NOT_A_RESTART``), so 
 judge the same evidence.
 
 Recorded detail: ``label`` (the drive's moment), ``attempts`` (every ``<company>/<task>/<run>`` directory under
-the isolated-attempts tree) and ``repos`` (each git repository's path with the worktrees ``git`` lists for it,
-main worktree first), all relative to the data dir.
+the isolated-attempts tree), ``repos`` (each git repository's path with the worktrees ``git`` lists for it,
+main worktree first) and ``present`` (each workspace the runtime reported: is it on disk), relative to the data
+dir.
 """
 
 from __future__ import annotations
@@ -67,8 +68,12 @@ def scan(data_dir: Path) -> dict[str, Any]:
 
 
 def inspect(run: Any, label: str) -> dict[str, Any]:
-    """Scan ``run``'s data dir and record it in the run's history."""
+    """Scan ``run``'s data dir and record it in the run's history, with whether each workspace directory the
+    runtime reported in its last observation exists (``present``)."""
     found = scan(Path(run.data_dir))
+    last = run.recorder.history.final_observation()
+    reported = {w["path"] for w in (last.snapshot.get("workspaces") or [])} if last is not None else set()
+    found["present"] = {p: (Path(run.data_dir) / p).is_dir() for p in sorted(reported) if ".." not in Path(p).parts}
     run.recorder.fault("workspace_inspection", label=label, **found)
     return found
 

@@ -183,6 +183,28 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     return []
 
 
+COOLDOWN_S = 900.0  # longer than the second retry's 60 s (±20 %)
+
+
+def drive_cooldown(run: Run) -> list[ClauseResult]:
+    """A provider cooldown longer than the backoff: the first run's stream is cut (a temporary fault: retry 1 in
+    30 s); retry 1 fails with a 900 s cooldown (the kit's environment fault); retry 2 must wait for it."""
+    run.start()
+    task_id, _ = create(run, "pcd")
+    run.wait_held(WAIT_S, script_id="pcd")
+    run.op("task_fault", task_id=task_id, fault="run_fails", error_code="provider_rate_limited",
+           cooldown_s=COOLDOWN_S, count=1)
+    run.provider.release(cut=True)  # no auto_release here: a release racing it could undo the cut
+    wait_rescheduled(run, task_id, set())
+    before = _scheduled(run.observe(), task_id)
+    run.clock_jump(40.0)
+    run.kill("tree_kill")
+    run.start()
+    wait_rescheduled(run, task_id, before)
+    run.settle(WAIT_S)
+    return []
+
+
 CHAOS_POINTS = ("retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
                 "bootstrap.before_dispatch")
 
@@ -237,7 +259,7 @@ def catalogue() -> tuple:
         Scenario("paperclip_19759", "#19759: a Retry restarted during bootstrap re-prepares in its task directory; a "
                  "failed re-preparation settles its coordinator and a later Retry creates a run", pc,
                  (_script("p19a", HELD), _script("p19b", HELD)), (),
-                 ("RTY-12", "RTY-13", "RTY-14"), drive_19759,
+                 ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19"), drive_19759,
                  Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=CHAOS_POINTS,
                        clauses=("RTY-12", "RTY-13", "RTY-04"), kick=chaos_kick_19759)),
         Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
@@ -246,8 +268,11 @@ def catalogue() -> tuple:
                  Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
         Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
                  "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", pc,
-                 (_script("psc", unavailable),), (), ("RTY-26", "RTY-27", "RTY-28", "RTY-30"),
+                 (_script("psc", unavailable),), (), ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06"),
                  drive_schedule,
                  Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
                             "move them")),
+        Scenario("paperclip_cooldown", "a provider cooldown longer than the backoff decides the next retry's due "
+                 "time", pc, (_script("pcd", HELD),), (), ("RTY-29",), drive_cooldown,
+                 Chaos(none="the restart is the drive's, placed inside the schedule")),
     )

@@ -155,7 +155,6 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
     if kind == "resume_dead_runner":
         settle_receipt(cfg, f"{run_id}.1", None, False)  # sent or not, its usage is unknown: never zero
         fail_run(db, run_id, "native_session_interrupted", coordinator="terminal_failure")
-        after_failure(db, task["task_id"], "native_session_interrupted", None)
         return
     try:
         failpoint("workspace.prepare.before", task["task_id"])
@@ -174,7 +173,6 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
             settle_failed_preparation(db, run_id, _owner(me), exc.code)
         else:
             fail_run(db, run_id, exc.code, coordinator="terminal_failure")
-        after_failure(db, task["task_id"], exc.code, None)
         return
     failpoint("bootstrap.before_dispatch", task["task_id"])
     request_id = f"{run_id}.1"
@@ -185,8 +183,7 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
             db.execute("UPDATE runs SET state='dispatched', dispatched=1 WHERE run_id=?", (run_id,))
     if armed is not None:
         cooldown = now() + armed["cooldown_s"] if armed["cooldown_s"] else None
-        fail_run(db, run_id, armed["error_code"], coordinator="terminal_failure")
-        after_failure(db, task["task_id"], armed["error_code"], cooldown)
+        fail_run(db, run_id, armed["error_code"], coordinator="terminal_failure", cooldown_until=cooldown)
         return
     request = Request(cfg.provider_base_url, cfg.model, [{"role": "user", "content": task["text"]}], [],
                       request_id, api_key=cfg.api_key)
@@ -198,7 +195,6 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
         settle_receipt(cfg, request_id, exc.watermark, False)
         code = "provider_rate_limited" if exc.status == 429 else "provider_unavailable"
         fail_run(db, run_id, code, coordinator="terminal_failure")
-        after_failure(db, task["task_id"], code, None)
         return
     with tx(db):
         db.execute("UPDATE runs SET state='succeeded', runner_pid=NULL WHERE run_id=?", (run_id,))
@@ -209,9 +205,12 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
                    (task["task_id"], run_id))
 
 
-def fail_run(db: Database, run_id: str, code: str, coordinator: str | None = None) -> None:
-    """The run fails with ``code``; its receipts fail. ``coordinator``: finalize the run's own coordinator
-    (the normal path); None leaves a claimed coordinator to ``settle_failed_preparation``."""
+def fail_run(db: Database, run_id: str, code: str, coordinator: str | None = None,
+             cooldown_until: float | None = None) -> None:
+    """The run fails with ``code``; its receipts fail; and, in the same transaction, the task shows its next step
+    (a scheduled retry or the Retry action: never a working state with nothing running). ``coordinator``:
+    finalize the run's own coordinator (the normal path); None leaves a claimed coordinator to
+    ``settle_failed_preparation``."""
     with tx(db):
         db.execute("UPDATE runs SET state='failed', error_code=?, runner_pid=NULL WHERE run_id=? AND state<>'failed'",
                    (code, run_id))
@@ -219,6 +218,8 @@ def fail_run(db: Database, run_id: str, code: str, coordinator: str | None = Non
         if coordinator is not None:
             db.execute("UPDATE coordinators SET state=?, error_code=?, lease_owner=NULL, result='failed' WHERE"
                        " run_id=? AND state IN ('running','observed')", (coordinator, code, run_id))
+        task_id = one(db, "SELECT task_id FROM runs WHERE run_id=?", (run_id,))["task_id"]
+        _next_step(db, task_id, code, cooldown_until)
 
 
 def settle_failed_preparation(db: Database, run_id: str, owner: str, code: str) -> bool:
@@ -272,24 +273,29 @@ def rescan(db: Database) -> None:
 
 
 def after_failure(db: Database, task_id: str, code: str, cooldown_until: float | None) -> None:
-    """Schedule the generation's next maintenance retry, or offer the ordinary Retry action."""
+    """``_next_step`` in a transaction of its own (the start-up rescan, a settlement taken over)."""
     with tx(db):
-        task = one(db, "SELECT * FROM tasks WHERE task_id=?", (task_id,))
-        current = one(db, "SELECT * FROM runs WHERE run_id=?", (task["current_run"],))
-        if current is None or current["state"] != "failed":
-            return  # a deferred click already started the next run
-        t = now()
-        first = task["gen_first_failure"] if task["gen_first_failure"] is not None else t
-        planned = None
-        if code in SCHEDULED_CODES or cooldown_until is not None:
-            planned = retry_policy.plan(task["gen_retries"], first, t, cooldown_until, code if cooldown_until else None)
-        if planned is None:
-            db.execute("UPDATE tasks SET status='retry_offered', reason=?, gen_first_failure=? WHERE task_id=?",
-                       (code, first, task_id))
-            return
-        db.execute("INSERT OR REPLACE INTO retry_schedule (task_id, generation, attempt, due_at, jitter,"
-                   " first_failure_at, window_end, cooldown_until, cooldown_source, state) VALUES (?,?,?,?,?,?,?,?,?,"
-                   "'scheduled')", (task_id, task["generation"], planned.attempt, planned.due_at, planned.jitter,
-                                    first, planned.window_end, planned.cooldown_until, planned.cooldown_source))
-        db.execute("UPDATE tasks SET status='retry_scheduled', reason=?, gen_retries=?, gen_first_failure=? WHERE"
-                   " task_id=?", (code, planned.attempt, first, task_id))
+        _next_step(db, task_id, code, cooldown_until)
+
+
+def _next_step(db: Database, task_id: str, code: str, cooldown_until: float | None) -> None:
+    """Schedule the generation's next maintenance retry, or offer the ordinary Retry action (inside a tx)."""
+    task = one(db, "SELECT * FROM tasks WHERE task_id=?", (task_id,))
+    current = one(db, "SELECT * FROM runs WHERE run_id=?", (task["current_run"],))
+    if current is None or current["state"] != "failed" or task["status"] not in ("working", "held"):
+        return  # a deferred click already started the next run, or the step is already recorded
+    t = now()
+    first = task["gen_first_failure"] if task["gen_first_failure"] is not None else t
+    planned = None
+    if code in SCHEDULED_CODES or cooldown_until is not None:
+        planned = retry_policy.plan(task["gen_retries"], first, t, cooldown_until, code if cooldown_until else None)
+    if planned is None:
+        db.execute("UPDATE tasks SET status='retry_offered', reason=?, gen_first_failure=? WHERE task_id=?",
+                   (code, first, task_id))
+        return
+    db.execute("INSERT OR REPLACE INTO retry_schedule (task_id, generation, attempt, due_at, jitter,"
+               " first_failure_at, window_end, cooldown_until, cooldown_source, state) VALUES (?,?,?,?,?,?,?,?,?,"
+               "'scheduled')", (task_id, task["generation"], planned.attempt, planned.due_at, planned.jitter,
+                                first, planned.window_end, planned.cooldown_until, planned.cooldown_source))
+    db.execute("UPDATE tasks SET status='retry_scheduled', reason=?, gen_retries=?, gen_first_failure=? WHERE"
+               " task_id=?", (code, planned.attempt, first, task_id))

@@ -60,7 +60,7 @@ def test_the_honest_mini_runtime_certifies_valid(honest):
 def test_undeclared_profiles_are_not_applicable_never_passed(honest):
     na = {c.name for c in honest.cases if c.verdict.value == "not_applicable"}
     by_profile = {"goal_restart", "approval_unknown_write", "job_restart", "paperclip_19759", "paperclip_retry",
-                  "paperclip_schedule"}
+                  "paperclip_schedule", "paperclip_cooldown"}
     # no init_ok.storage, init_ok.resources, input-acceptance failpoints, init_ok.automatic_recovery_setting,
     # init_ok.legacy_paused_record nor the recovery.repair.after failpoint, and protocol 1.0 (no start.probe_tools):
     # never passed, not required
