@@ -479,7 +479,7 @@ def check_fresh_attempt(ev: Evidence) -> list[ClauseResult]:
         if prior is None or not r.get("workspace") or not prior.get("workspace"):
             continue
         if r["workspace"] == prior["workspace"]:
-            continue  # a reuse: RTY-09's conditions
+            continue  # a reuse, not a fresh attempt
         judged += 1
         if not r["workspace"].startswith(ISOLATED + "/") or not r["workspace"].endswith("/" + r["run_id"]):
             problems.append(f"Retry run {r['run_id']} got {r['workspace']}, not a fresh isolated attempt of its own")
@@ -526,3 +526,80 @@ def check_cooldown_precedence(ev: Evidence) -> list[ClauseResult]:
 
 PAPERCLIP_CHECKS += (check_one_task_state, check_generation_only_by_click, check_receipt_reused_across_restarts,
                      check_fresh_attempt, check_cooldown_precedence)
+
+@kit_evidence
+def check_reuse_when_safe(ev: Evidence) -> list[ClauseResult]:
+    """RTY-40: a Retry whose prior run's directory was safe to continue in (task-owned, not shared, the prior run
+    ended and its coordinator settled, no other run holding it, and, by the kit's own ``git worktree list``, a
+    repository of its own) continues there instead of in a fresh attempt."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    if not observations:
+        return []
+    own_repos = {repo for f in inspections(ev.history) for repo, trees in (f.detail.get("repos") or {}).items()
+                 if trees and trees[0] == repo}
+    final_runs = {r["run_id"]: r for r in _rows(observations[-1], "runs")}
+    problems, judged = [], 0
+    for run in final_runs.values():
+        prior_id = run.get("retry_of")
+        if not prior_id or not run.get("workspace") or not run.get("idempotency_key"):
+            continue
+        first = next((o for o in observations if any(r["run_id"] == run["run_id"] for r in _rows(o, "runs"))), None)
+        earlier = [o for o in observations if first is not None and o.index < first.index]
+        if not earlier:
+            continue
+        before = earlier[-1]  # the last view before the click's run existed
+        prior = next((r for r in _rows(before, "runs") if r["run_id"] == prior_id), None)
+        if prior is None or not prior.get("workspace") or prior["status"] in _ACTIVE:
+            continue
+        ws = next((w for w in _rows(before, "workspaces") if w["path"] == prior["workspace"]), None)
+        coord = next((c for c in _rows(before, "recovery_coordinators") if c["run_id"] == prior_id), None)
+        holders = [r for r in _rows(before, "runs") if r.get("workspace") == prior["workspace"]
+                   and r["status"] in _ACTIVE]
+        safe = (ws is not None and ws["task_id"] == run["work_id"] and ws["strategy"] in ("task_directory",
+                "git_worktree") and coord is not None and coord["state"] in ("terminal_failure", "completed")
+                and not holders and prior["workspace"] in own_repos)
+        if not safe:
+            continue
+        judged += 1
+        if run["workspace"] != prior["workspace"]:
+            problems.append(f"Retry run {run['run_id']} went to a fresh attempt {run['workspace']} though its prior "
+                            f"run's directory {prior['workspace']} was safe to continue in")
+    return _judgement("RTY-40", problems, judged, "no Retry followed a run whose directory was safe to reuse",
+                      f"{judged} Retry run(s) continued in their task's own safe directory")
+
+
+def check_exhausted_attempts_recorded(ev: Evidence) -> list[ClauseResult]:
+    """RTY-41: once a generation's automatic retries are exhausted (the task offers Retry), every attempt stays
+    on record: each failed run keeps its error code, each scheduled retry its entry."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    seen_entries: dict[tuple[str, int, int], int] = {}
+    failed_codes: dict[str, str] = {}
+    for obs in observations:
+        for e in _rows(obs, "retry_schedule"):
+            seen_entries.setdefault((e["task_id"], e["generation"], e["attempt"]), obs.index)
+        for r in _rows(obs, "runs"):
+            if r["status"] == "failed" and r.get("error_code"):
+                failed_codes.setdefault(r["run_id"], r["error_code"])
+        for t in _rows(obs, "tasks"):
+            if t["status"] != "retry_offered" or not any(k[0] == t["task_id"] for k in seen_entries):
+                continue
+            judged += 1
+            now_entries = {(e["task_id"], e["generation"], e["attempt"]) for e in _rows(obs, "retry_schedule")}
+            gone = [k for k in seen_entries if k[0] == t["task_id"] and k not in now_entries]
+            runs = {r["run_id"]: r for r in _rows(obs, "runs")}
+            lost = [rid for rid, code in failed_codes.items() if rid in runs and runs[rid]["work_id"] == t["task_id"]
+                    and runs[rid].get("error_code") != code]
+            missing = [rid for rid in failed_codes if rid not in runs]
+            if gone or lost or missing:
+                problems.append(f"task {t['task_id']} offers Retry after its retries, but its record lost "
+                                f"{len(gone)} scheduled retr(ies), {len(lost)} error code(s), {len(missing)} run(s)")
+    return _judgement("RTY-41", problems[:5], judged, "no generation's retries were exhausted",
+                      "exhausted attempts stayed on record with their failure codes and schedule")
+
+
+PAPERCLIP_CHECKS += (check_reuse_when_safe, check_exhausted_attempts_recorded)

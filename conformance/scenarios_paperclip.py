@@ -259,7 +259,7 @@ def catalogue() -> tuple:
         Scenario("paperclip_19759", "#19759: a Retry restarted during bootstrap re-prepares in its task directory; a "
                  "failed re-preparation settles its coordinator and a later Retry creates a run", pc,
                  (_script("p19a", HELD), _script("p19b", HELD)), (),
-                 ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19"), drive_19759,
+                 ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40"), drive_19759,
                  Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=CHAOS_POINTS,
                        clauses=("RTY-12", "RTY-13", "RTY-04"), kick=chaos_kick_19759)),
         Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
@@ -268,7 +268,8 @@ def catalogue() -> tuple:
                  Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
         Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
                  "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", pc,
-                 (_script("psc", unavailable),), (), ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06"),
+                 (_script("psc", unavailable),), (),
+                 ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06", "RTY-41"),
                  drive_schedule,
                  Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
                             "move them")),

@@ -719,22 +719,23 @@ CLAUSES: tuple[Clause, ...] = (
        "all need explicit states and recoverable actions"),
 
     # ---- Paperclip: admission and execution (seed 001)
-    _c("RTY-01", _S, _PC, "ML", SEED_001, PC_TOP,
+    _c("RTY-01", _S, _PC, "MLH", SEED_001, PC_TOP,
        "A task shows exactly one of: a working state, one scheduled retry, or an ordinary Retry action.",
        "A task shows one working state, one scheduled retry, or an ordinary Retry action."),
     _c("RTY-02", _S, _PC, "MLC", SEED_001, PC_ADM,
        "A Retry records its wakeup receipt before any physical work.",
-       "It records an agent_wakeup_requests receipt before physical work."),
+       "It records an agent_wakeup_requests receipt before physical work.",
+       points=("retry.receipt.before", "retry.receipt.after")),
     _c("RTY-03", _S, _PC, "ML", SEED_001, PC_ADM,
        "A Retry requires authenticated board task-mutation authority.",
        "It requires authenticated board task-mutation authority."),
-    _c("RTY-04", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-04", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Company/key uniqueness covers completed and failed receipts as well as pending ones.",
        "Company/key uniqueness covers completed and failed receipts as well as pending ones."),
-    _c("RTY-05", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-05", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Concurrent Retry clicks attach to the already accepted work.",
        "Concurrent clicks attach to accepted work."),
-    _c("RTY-06", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-06", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Only a new deliberate click after exhaustion may open a new generation; a repeated HTTP request never does.",
        "A new deliberate click after exhaustion can create a new generation; a repeated HTTP request cannot."),
     _c("RTY-07", _S, _PC, "ML", SEED_001, PC_ADM,
@@ -752,7 +753,7 @@ CLAUSES: tuple[Clause, ...] = (
        "stopped source that started before the source settled and before the current server process started), but "
        "operations with no run, of another run, or started in the current process still block reuse.",
        "The prior executor must be stopped, its leases released, and the recovery generation settled."),
-    _c("RTY-10", _S, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-10", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Otherwise the Retry runs in a fresh isolated attempt seeded from committed files, and the previous "
        "directory is retained unmodified.",
        "Otherwise the Retry continues in a fresh isolated attempt seeded from committed files. The previous "
@@ -760,14 +761,14 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-11", _S, _PC, "ML", SEED_001, PC_ADM,
        "Reuse and fresh attempt alike consume the generation's one alternative attempt.",
        "Either choice consumes the generation's one alternative attempt."),
-    _c("RTY-12", _S, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-12", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Preparing the same attempt again after a restart reuses the directory it already created and bound.",
        "Preparing the same attempt again after a restart reuses the directory that attempt already created and bound",
-       restarts=_KILLS),
-    _c("RTY-13", _S, _PC, "MC", SEED_001, PC_ADM,
+       points=("workspace.prepare.before", "workspace.prepare.after", "bootstrap.before_dispatch"), restarts=_KILLS),
+    _c("RTY-13", _S, _PC, "MCH", SEED_001, PC_ADM,
        "A task directory is never the base of a new git worktree.",
        "a task directory is never the base of a new git worktree"),
-    _c("RTY-14", _L, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-14", _L, _PC, "MCH", SEED_001, PC_ADM,
        "A re-preparation that fails after a restart before the provider starts settles the coordinator as a terminal "
        "failure, so a later Retry is admitted.",
        "the run settles its native coordinator as a terminal failure, so a later Retry is admitted",
@@ -775,7 +776,8 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-15", _S, _PC, "MC", SEED_001, PC_PR,
        "Settling a failed re-preparation changes only a coordinator still observed, owned by that claim, without a "
        "result, for a failed run; a reattach claim of a live runner is never changed.",
-       "Reattach claims (live runner) are not changed."),
+       "Reattach claims (live runner) are not changed.",
+       points=("coordinator.settle.before", "coordinator.settle.after")),
     _c("RTY-16", _S, _PC, "MC", SEED_001, PC_ADM,
        "A GitHub Retry selects already-saved, undelivered input before replaying the failed run's older request; the "
        "selected receipts transfer to the retry owner under the dispatch transaction and link to its one successor, "
@@ -790,7 +792,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Saving a deferred Retry grants no execution authority; pause, budget and access gates still pass before one "
        "successor starts.",
        "Saving that wait grants no execution authority."),
-    _c("RTY-19", _S, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-19", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Restarts reuse the Retry receipt: no new Retry generation and no repeated external publication.",
        "Restarts reuse the receipt; they do not create another Retry generation or another external publication."),
     _c("RTY-20", _S, _PC, "ML", SEED_001, PC_ADM,
@@ -815,22 +817,22 @@ CLAUSES: tuple[Clause, ...] = (
        "Recovery does not create a second agent to reproduce that result."),
 
     # ---- Paperclip: retry policy and historical adoption
-    _c("RTY-26", _S, _PC, "M", SEED_001, PC_POLICY,
+    _c("RTY-26", _S, _PC, "MH", SEED_001, PC_POLICY,
        "Maintenance allows an initial attempt and at most five retries, at 30, 60, 120, 240 and 480 s each with "
        "±20 % jitter.",
        "Maintenance allows an initial attempt and five retries at 30, 60, 120, 240 and 480 seconds with persisted "
        "±20% jitter."),
-    _c("RTY-27", _S, _PC, "MC", SEED_001, PC_POLICY,
+    _c("RTY-27", _S, _PC, "MCH", SEED_001, PC_POLICY,
        "A retry's jitter is persisted: a restart never redraws a scheduled retry time.",
        "with persisted ±20% jitter", restarts=_KILLS),
-    _c("RTY-28", _S, _PC, "M", SEED_001, PC_POLICY,
+    _c("RTY-28", _S, _PC, "MH", SEED_001, PC_POLICY,
        "Retry scheduling stops 30 minutes after the first failure: no retry is scheduled after then, while a longer "
        "provider cooldown takes precedence, even when it ends past the window.",
        "Scheduling stops 30 minutes after the first failure."),
-    _c("RTY-29", _S, _PC, "M", SEED_001, PC_POLICY,
+    _c("RTY-29", _S, _PC, "MH", SEED_001, PC_POLICY,
        "A longer provider cooldown takes precedence over the retry schedule.",
        "A longer provider cooldown takes precedence."),
-    _c("RTY-30", _S, _PC, "MC", SEED_001, PC_POLICY,
+    _c("RTY-30", _S, _PC, "MCH", SEED_001, PC_POLICY,
        "Restarts, phase changes and rescans never replenish the retry budget.",
        "Restarts, phase changes and rescans do not replenish the budget.",
        restarts=(_RK.GRACEFUL_WORKER_RESTART, *_KILLS, _RK.LONG_DOWNTIME)),
@@ -866,6 +868,14 @@ CLAUSES: tuple[Clause, ...] = (
        "Continuing a failed native preparation needs proof that no provider work started and exact stop receipts for "
        "every source lease; any input, result, process, output or usage evidence prevents admission.",
        "input, result, process, output and provider usage evidence still prevent admission"),
+    _c("RTY-40", _S, _PC, "H", SEED_001, PC_FILES,
+       "A fresh attempt is used only when the task's own workspace cannot safely continue the work: a Retry whose "
+       "prior directory is safe to reuse continues there.",
+       "It is used only when the task's own workspace cannot safely continue the work."),
+    _c("RTY-41", _S, _PC, "H", SEED_001, PC_DIAG,
+       "Exhausted attempts remain on the source recovery record with their failure code and retry budget.",
+       "Exhausted attempts remain on the system-owned source recovery record with their failure code, evidence "
+       "fingerprint and retry budget."),
 
     # ---- Restart failure acceptance (seed 000, with 003 where it is more precise)
     _c("FA-01", _S, _CHAT, "CH", SEED_000, FAIL,
