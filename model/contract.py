@@ -998,6 +998,27 @@ OMISSIONS: tuple[Omission, ...] = (
     Omission("historicalRecoveryCounts diagnostics, Thinking presentation, Steer/Interrupt targets, local server log, "
              "no Cloud incident endpoint", SEED_001, PC_DIAG,
              "diagnostics and presentation; the checkable rule kept is RTY-37"),
+    Omission("workspace-export failures keep their repair path; the exact-run retry endpoint keeps its "
+             "source-bound contract; a new run clears the prior failure notice", SEED_001, PC_ADM,
+             "Paperclip's export machinery, its second retry API and its UI notice; the protocol has one retry "
+             "request and no export operation"),
+    Omission("connected conversations keep their inbound authorization owner; a board Retry keeps the external "
+             "principal, conversation access and publication checks; a resumed chat Retry keeps its exact input "
+             "batch while independent board messages keep their own receipts; undelivered receipts of a refused "
+             "merged batch can be restored", SEED_001, PC_ADM,
+             "external principals and conversation input batches have no counterpart in the protocol; the general "
+             "rules are RTY-18, RTY-19 and RTY-23"),
+    Omission("the systemRecovery record's revision and generation fence late bookkeeping writes; another agent "
+             "needs authoritative containment of the old executor; copyback needs a quiescent writer and a "
+             "verified destination", SEED_001, PC_FILES,
+             "bookkeeping and copyback internals; generation fencing of writes is judged in the chat core (OWN "
+             "clauses), and a stopped prior executor is one of RTY-09's conditions"),
+    Omission("saved authorized follow-ups continue through normal dispatch", SEED_001, PC_POLICY,
+             "saved follow-up input on tasks is not in the protocol; RTY-34 states the rule for a task without one"),
+    Omission("a recovery binding the task no longer points to keeps its existing path; a git worktree base is "
+             "always the project's checkout or the task's own worktree", SEED_001, PC_PR,
+             "the first needs a request that moves a task's binding, which the protocol does not have; the second is "
+             "RTY-13 seen from the base, judged there by `git worktree list` of every repository"),
     Omission("Qualification: vitest suites, the Daytona probe, browser fixture, hosted acceptance", SEED_001,
              "Qualification", "Paperclip's own test commands; the kit's chaos waves play that role"),
 )
@@ -1051,6 +1072,51 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
         observable=True),
 }
+
+# Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
+# they stay in the observable count as not judged (D20); issue 15's slice judges the Retry path of #19759.
+_PC_NEEDS = {
+    "RTY-02": "a receipt durable before physical work shows only if the kit kills between the two; the points "
+              "retry.receipt.before/after exist and chaos kills there (paperclip_19759), but no check yet compares "
+              "the receipts with the provider ledger after those kills",
+    "RTY-03": "the protocol carries no principal or authority on `retry`, so a click without board task-mutation "
+              "authority cannot be sent",
+    "RTY-07": "an exhausted generation that needs an alternative strategy needs a strategy model the protocol does "
+              "not expose (only a workspace strategy per run)",
+    "RTY-08": "silently dropped work shows as lost files or input; the kit inspects directories but does not yet "
+              "write work into them to compare after the Retry",
+    "RTY-09": "each reuse condition needs its own scenario (another lease, a failed cleanup, a running operation, "
+              "a restart orphan); the kit has no operation that makes one hold a directory",
+    "RTY-11": "the generation's one alternative attempt is not in the snapshot (runs carry generation and "
+              "attempt, not whether the alternative was consumed)",
+    "RTY-15": "needs a reattach claim (a live runner found by a restarted control plane) and a coordinator "
+              "finalizing elsewhere; the reference runs its runner inside the worker the restart kills",
+    "RTY-16": "GitHub saved input and its dispatch transaction have no counterpart in the protocol",
+    "RTY-17": "a rejected, unadmitted Retry with saved input needs saved input on the Retry request",
+    "RTY-18": "a deferred connected-conversation Retry needs pause, budget and access gates on tasks, which the "
+              "protocol does not have",
+    "RTY-20": "attaching to active automatic recovery is what the reference does, but no check yet compares the "
+              "generation, attempt count and deadline before and after such a click",
+    "RTY-21": "lineage (32-run chains, cycles) needs historical runs the kit can plant; the protocol has no such "
+              "request",
+    "RTY-23": "saved messages on tasks are not in the protocol (task_create carries one instruction)",
+    "RTY-24": "operator Stop and ownership changes of a task have no request in the protocol",
+    "RTY-25": "an accepted native result waiting for its finalizer needs a kill between result and finalization; no "
+              "task-layer point marks it yet",
+    "RTY-31": "stricter execution retry limits are per-runtime configuration the protocol does not expose",
+    "RTY-33": "historical adoption is not implemented by the reference runtime nor driven by the kit",
+    "RTY-34": "needs waiting requests on tasks (saved follow-ups), which the protocol does not have",
+    "RTY-35": "completed, cancelled, paused and superseded tasks under maintenance need historical adoption, which "
+              "the kit does not drive",
+    "RTY-36": "adoption diagnostics (historicalRecoveryCounts) are not in the snapshot",
+    "RTY-37": "an admission whose outcome is unknown needs the kit to cut a retry's reply (a kill at "
+              "retry.receipt.after) and send the same key again; chaos makes the first half, no drive the second",
+    "RTY-38": "several retained holds of one failed execution need historical holds the kit cannot plant",
+    "RTY-39": "continuing a failed native preparation with stop receipts per source lease needs leases on task "
+              "runs, which the protocol does not expose",
+}
+NOT_JUDGED.update({cid: NotJudged(why, observable=True) for cid, why in _PC_NEEDS.items()})
+
 
 def index(clauses: Iterable[Clause]) -> dict[str, Clause]:
     """Clauses by id; a duplicate id or a retired one is refused (ids are never reused)."""
