@@ -484,7 +484,7 @@ def check_fresh_attempt(ev: Evidence) -> list[ClauseResult]:
         if not r["workspace"].startswith(ISOLATED + "/") or not r["workspace"].endswith("/" + r["run_id"]):
             problems.append(f"Retry run {r['run_id']} got {r['workspace']}, not a fresh isolated attempt of its own")
         for f in inspections(ev.history):
-            if f.time > 0 and (f.detail.get("present") or {}).get(prior["workspace"]) is False:
+            if (f.detail.get("present") or {}).get(prior["workspace"]) is False:
                 problems.append(f"the prior run {prior['run_id']}'s directory {prior['workspace']} was gone at the "
                                 f"kit's inspection '{f.detail.get('label')}'")
                 break

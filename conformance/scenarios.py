@@ -1350,9 +1350,32 @@ SCENARIOS += (
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 
 
-# --- Paperclip task retry (profile paperclip_retry, seed 001 with #19759): scenarios_paperclip ----------------
+# --- Paperclip task retry (profile paperclip_retry, seed 001 with #19759): drives in scenarios_paperclip -------
 
-from recoverykit.conformance.scenarios_paperclip import catalogue as _paperclip_catalogue  # noqa: E402
+from recoverykit.conformance import scenarios_paperclip as _pc  # noqa: E402
 
-SCENARIOS += _paperclip_catalogue()
+_PC = Profile.PAPERCLIP_RETRY
+_UNAVAILABLE = [{"kind": "error", "status": 503, "attempts": [1, 2, 3, 4, 5], "message": "overloaded"}]
+SCENARIOS += (
+    Scenario("paperclip_19759", "#19759: a Retry restarted during bootstrap re-prepares in its task directory; a "
+             "failed re-preparation settles its coordinator and a later Retry creates a run", _PC,
+             (_pc.task_script("p19a", _pc.HELD), _pc.task_script("p19b", _pc.HELD)), (),
+             ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40"), _pc.drive_19759,
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS,
+                   clauses=("RTY-12", "RTY-13", "RTY-04"), kick=_pc.chaos_kick_19759)),
+    Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
+             "and after failure, a stale observed run", _PC,
+             (_pc.task_script("pra", _pc.HELD2), _pc.task_script("prb", _pc.HELD)), (),
+             ("RTY-04", "RTY-05"), _pc.drive_retry_admission,
+             Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
+    Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
+             "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", _PC,
+             (_pc.task_script("psc", _UNAVAILABLE),), (),
+             ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06", "RTY-41"), _pc.drive_schedule,
+             Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
+                        "move them")),
+    Scenario("paperclip_cooldown", "a provider cooldown longer than the backoff decides the next retry's due "
+             "time", _PC, (_pc.task_script("pcd", _pc.HELD),), (), ("RTY-29",), _pc.drive_cooldown,
+             Chaos(none="the restart is the drive's, placed inside the schedule")),
+)
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -1,8 +1,8 @@
 """The Paperclip task-retry scenarios (profile ``paperclip_retry``, seed 001 with pull request #19759).
 
-Part of the one catalogue: ``scenarios.py`` appends ``catalogue()`` to ``SCENARIOS``, so certify runs them and
-the checks judge them like every other scenario. This module imports nothing of ``scenarios`` at import time
-(``scenarios`` imports it), only inside ``catalogue()`` and the drives.
+Part of the one catalogue: ``scenarios.py`` declares these scenarios with the drives below, so certify runs them and
+the checks judge them like every other scenario. This module imports nothing of ``scenarios``
+(``scenarios`` imports it).
 
 - ``paperclip_19759``: the pull request's steps, as a named case. A task with no project fails after a restart
   (``native_session_interrupted``); the user clicks Retry; the run starts in its fresh task directory under
@@ -40,7 +40,7 @@ def _step(text: str = "done", faults: list | None = None) -> dict:
     return {"text": text, "usage": {"prompt_tokens": 20, "completion_tokens": 5}, "faults": faults or []}
 
 
-def _script(script_id: str, faults: list | None = None) -> dict:
+def task_script(script_id: str, faults: list | None = None) -> dict:
     # one answer per run: every run of a task sends the same request (the same script step, the next attempt)
     return {"id": script_id, "usage_style": "final", "steps": [_step(f"done {script_id}", faults)],
             "when_exhausted": "repeat_last"}
@@ -247,33 +247,3 @@ def chaos_kick_19759(env: Any) -> None:
             _env_click(env, made.task_id, "kc-2", task["current_run"])
     except Exception:
         return
-
-
-def catalogue() -> tuple:
-    from recoverykit.conformance.scenarios import Chaos, Scenario
-    from recoverykit.model.catalogue import Profile
-    from recoverykit.model.catalogue import RestartKind as _K
-    pc = Profile.PAPERCLIP_RETRY
-    unavailable = [{"kind": "error", "status": 503, "attempts": [1, 2, 3, 4, 5], "message": "overloaded"}]
-    return (
-        Scenario("paperclip_19759", "#19759: a Retry restarted during bootstrap re-prepares in its task directory; a "
-                 "failed re-preparation settles its coordinator and a later Retry creates a run", pc,
-                 (_script("p19a", HELD), _script("p19b", HELD)), (),
-                 ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40"), drive_19759,
-                 Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=CHAOS_POINTS,
-                       clauses=("RTY-12", "RTY-13", "RTY-04"), kick=chaos_kick_19759)),
-        Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
-                 "and after failure, a stale observed run", pc, (_script("pra", HELD2), _script("prb", HELD)), (),
-                 ("RTY-04", "RTY-05"), drive_retry_admission,
-                 Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
-        Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
-                 "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", pc,
-                 (_script("psc", unavailable),), (),
-                 ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06", "RTY-41"),
-                 drive_schedule,
-                 Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
-                            "move them")),
-        Scenario("paperclip_cooldown", "a provider cooldown longer than the backoff decides the next retry's due "
-                 "time", pc, (_script("pcd", HELD),), (), ("RTY-29",), drive_cooldown,
-                 Chaos(none="the restart is the drive's, placed inside the schedule")),
-    )
