@@ -31,6 +31,7 @@ from recoverykit.chaos import restarts
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
+from recoverykit.conformance import disk
 from recoverykit.conformance.broker import FailpointNotHit
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError, RefusedProcess
@@ -197,7 +198,8 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         env.wait_pending()  # a submit released by the restart must land before quiescence means anything
         quiescent = env.quiesce(QUIESCE_S)
         with_suppress_timeout(env)
-        env.observe(quiescent)
+        if env.observe(quiescent).get("workspaces") is not None:  # task workspaces: the kit looks at the disk
+            disk.inspect(env, "recovered")
         timings["recovered"] = time.monotonic() - t0
         evidence = Evidence(history=env.recorder.history, ledger=env.provider.records(), witness=env.witness(),
                             observes=frozenset(s.value for s in init_ok.observes))

@@ -70,10 +70,11 @@ def scan(data_dir: Path) -> dict[str, Any]:
 def inspect(run: Any, label: str) -> dict[str, Any]:
     """Scan ``run``'s data dir and record it in the run's history, with whether each workspace directory the
     runtime reported in its last observation exists (``present``)."""
-    found = scan(Path(run.data_dir))
+    data_dir = Path(getattr(run, "data_dir", None) or Path(run.run_dir) / "data")  # a Run, or chaos's CaseEnv
+    found = scan(data_dir)
     last = run.recorder.history.final_observation()
     reported = {w["path"] for w in (last.snapshot.get("workspaces") or [])} if last is not None else set()
-    found["present"] = {p: (Path(run.data_dir) / p).is_dir() for p in sorted(reported) if ".." not in Path(p).parts}
+    found["present"] = {p: (data_dir / p).is_dir() for p in sorted(reported) if ".." not in Path(p).parts}
     run.recorder.fault("workspace_inspection", label=label, **found)
     return found
 
