@@ -603,3 +603,44 @@ def check_exhausted_attempts_recorded(ev: Evidence) -> list[ClauseResult]:
 
 
 PAPERCLIP_CHECKS += (check_reuse_when_safe, check_exhausted_attempts_recorded)
+
+def check_attach_keeps_generation(ev: Evidence) -> list[ClauseResult]:
+    """RTY-20: a click while the task shows a scheduled retry attaches to that automatic recovery: its run keeps
+    the generation, continues the attempt count, and the generation's deadline (first failure, window) stays."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for invoke, done in _ops(ev, "retry"):
+        if done is None or done.type != "ok" or not done.value.get("created"):
+            continue
+        task_id = invoke.value.get("work_id")
+        before = [o for o in observations if o.index < invoke.index]
+        after = [o for o in observations if o.index > done.index]
+        if not before or not after:
+            continue
+        task = next((t for t in _rows(before[-1], "tasks") if t["task_id"] == task_id), None)
+        scheduled = [e for e in _rows(before[-1], "retry_schedule") if e["task_id"] == task_id
+                     and e["state"] == "scheduled"]
+        if task is None or task["status"] != "retry_scheduled" or len(scheduled) != 1:
+            continue
+        entry = scheduled[0]
+        run = next((r for r in _rows(after[0], "runs") if r["run_id"] == done.value["run_id"]), None)
+        if run is None or run.get("generation") is None:
+            continue
+        judged += 1
+        if run["generation"] != entry["generation"] or (run.get("attempt") or 0) <= entry["attempt"]:
+            problems.append(f"a click on task {task_id} while retry {entry['attempt']} of generation "
+                            f"{entry['generation']} was scheduled made run {run['run_id']} generation "
+                            f"{run['generation']} attempt {run.get('attempt')}")
+        for o in after:
+            for e in _rows(o, "retry_schedule"):
+                if e["task_id"] == task_id and e["generation"] == entry["generation"] and (
+                        e["first_failure_at"] != entry["first_failure_at"] or e["window_end"] != entry["window_end"]):
+                    problems.append(f"task {task_id}'s generation {entry['generation']} deadline moved after a click")
+                    break
+    return _judgement("RTY-20", problems[:5], judged, "no click came while a retry was scheduled",
+                      f"{judged} click(s) attached to active automatic recovery, generation and deadline kept")
+
+
+PAPERCLIP_CHECKS += (check_attach_keeps_generation,)

@@ -1375,7 +1375,8 @@ SCENARIOS += (
              Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
                         "move them")),
     Scenario("paperclip_cooldown", "a provider cooldown longer than the backoff decides the next retry's due "
-             "time", _PC, (_pc.task_script("pcd", _pc.HELD),), (), ("RTY-29",), _pc.drive_cooldown,
+             "time, and a click while that retry waits attaches to it", _PC, (_pc.task_script("pcd", _pc.HELD),), (),
+             ("RTY-29", "RTY-20"), _pc.drive_cooldown,
              Chaos(none="the restart is the drive's, placed inside the schedule")),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -188,7 +188,8 @@ COOLDOWN_S = 900.0  # longer than the second retry's 60 s (±20 %)
 
 def drive_cooldown(run: Run) -> list[ClauseResult]:
     """A provider cooldown longer than the backoff: the first run's stream is cut (a temporary fault: retry 1 in
-    30 s); retry 1 fails with a 900 s cooldown (the kit's environment fault); retry 2 must wait for it."""
+    30 s); retry 1 fails with a 900 s cooldown (the kit's environment fault); retry 2 must wait for it. Then the
+    user clicks Retry while retry 2 waits: the click attaches to the automatic recovery."""
     run.start()
     task_id, _ = create(run, "pcd")
     run.wait_held(WAIT_S, script_id="pcd")
@@ -201,6 +202,11 @@ def drive_cooldown(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")
     run.start()
     wait_rescheduled(run, task_id, before)
+    # the user clicks Retry while the cooldown's retry is scheduled: the click attaches to automatic recovery
+    task = task_of(run.observe(), task_id)
+    click = retry(run, task_id, "kpc-1", (task or {}).get("current_run"))
+    if click.ok and click.reply.run_id:
+        wait_task(run, task_id, {"succeeded", "retry_offered", "retry_scheduled"})
     run.settle(WAIT_S)
     return []
 

@@ -795,7 +795,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-19", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Restarts reuse the Retry receipt: no new Retry generation and no repeated external publication.",
        "Restarts reuse the receipt; they do not create another Retry generation or another external publication."),
-    _c("RTY-20", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-20", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Attaching a Retry to active automatic recovery preserves its generation, attempt count and deadline.",
        "Attaching a Retry to active automatic recovery preserves its generation, attempt count and deadline."),
     _c("RTY-21", _S, _PC, "ML", SEED_001, PC_ADM,
@@ -1095,8 +1095,6 @@ _PC_NEEDS = {
     "RTY-17": "a rejected, unadmitted Retry with saved input needs saved input on the Retry request",
     "RTY-18": "a deferred connected-conversation Retry needs pause, budget and access gates on tasks, which the "
               "protocol does not have",
-    "RTY-20": "attaching to active automatic recovery is what the reference does, but no check yet compares the "
-              "generation, attempt count and deadline before and after such a click",
     "RTY-21": "lineage (32-run chains, cycles) needs historical runs the kit can plant; the protocol has no such "
               "request",
     "RTY-23": "saved messages on tasks are not in the protocol (task_create carries one instruction)",
