@@ -712,9 +712,13 @@ def drive_effect_boundary(run: Run) -> list[ClauseResult]:
     run.settle(SETTLE_S)  # the write's recovery is done (its outcome recorded unknown) before the other session
     submit(run, "ebi", session="s-ebi")
     _, settled = run.settle(SETTLE_S)
+    if _apr.deny_pending(run, settled):  # a runtime that asks to approve the writes: the user denies them
+        _, settled = run.settle(SETTLE_S)
     if (item(settled, work_id) or {}).get("status") == "waiting":
         run.op("resume", work_id=work_id)
-        run.settle(SETTLE_S)
+        _, settled = run.settle(SETTLE_S)
+        if _apr.deny_pending(run, settled):
+            run.settle(SETTLE_S)
     return []
 
 
@@ -734,7 +738,9 @@ def drive_repair_twice(run: Run) -> list[ClauseResult]:
     run.observe()
     restart_kit_side(run, "tree_kill")
     run.release_probes()
-    run.wait_held(SETTLE_S, script_id="rp")  # the recovery turn's second request: the second crash comes now
+    # the recovery turn's second request: the second crash comes now (a runtime that asks to approve the write
+    # again is denied, as the user of a chat-core runtime that refuses it would have it)
+    _apr.wait_held_denying(run, "rp")
     run.observe()
     run.kill("tree_kill")
     run.provider.release(cut=True)
@@ -766,20 +772,6 @@ def drive_goal(run: Run) -> list[ClauseResult]:
     bad = [g for g in goals if g["state"] not in ("active", "achieved", "paused", "blocked", "cancelled",
                                                  "budget_exhausted")]
     return [_result("GOAL-01", Verdict.INVALID if bad else Verdict.VALID, f"{len(goals)} goals")]
-
-
-def drive_approval(run: Run) -> list[ClauseResult]:
-    run.start()
-    submit(run, "apr")
-    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
-    restart_kit_side(run, "tree_kill")
-    run.release_probes()
-    _, final = run.settle(SETTLE_S)
-    pending = [a for a in final.get("approvals") or [] if a["status"] == "pending"]
-    for approval in pending:
-        run.op("approve", approval_id=approval["approval_id"])
-    run.settle(SETTLE_S)
-    return []
 
 
 def drive_job(run: Run) -> list[ClauseResult]:
@@ -991,10 +983,6 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
              (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
              Chaos(kinds=(_K.TREE_KILL,))),
-    Scenario("approval_unknown_write", "an unknown write after a crash needs a one-time approval",
-             Profile.APPROVALS, (script("apr", tool_step("probe_unknown", {"hold": True}),
-                                        tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
-             ("APR-02", "APR-06", "FA-15"), drive_approval, Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
              (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
              Chaos(kinds=(_K.TREE_KILL,))),
@@ -1363,5 +1351,44 @@ SCENARIOS += (
              ("USG-04", "USG-18", "RES-03", "INP-01", "RI-02", "USG-10"), drive_provider_faults,
              Chaos(none="the faults are the provider's own and the kill is the drive's, placed inside the backoff; "
                         "chaos's points would only move the kill away from it")),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- approvals (drives in conformance.drives_approvals; judged by conformance.checks_approvals) --------------
+
+from recoverykit.conformance import drives_approvals as _apr  # noqa: E402  (its drives use the helpers above)
+
+
+def approval_script(script_id: str, *later: dict) -> dict:
+    """An unknown write that holds after its effect (the drive kills the runtime there), then ``later``."""
+    return script(script_id, tool_step("probe_unknown", {"hold": True}), *later, usage="final")
+
+
+_NO_APPROVAL_CHAOS = Chaos(none="an approval is asked only in the scope of an unknown effect, which needs a kill "
+                                "while a write holds its result, and granted only by the user; chaos's cases make "
+                                "neither (they drop the scripts' holds), so the drives make both, killing at "
+                                "approval.consume.before themselves (approval_consume_crash)")
+
+SCENARIOS += (
+    Scenario("approval_pending_restart", "after an unknown write and a crash the next write asks for a one-time "
+             "approval; a crash while it is pending: still pending, nothing run; approved, the write runs once",
+             Profile.APPROVALS, (approval_script("apa", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-06", "APR-07", "FA-15", "INP-01"), _apr.drive_pending_restart, _NO_APPROVAL_CHAOS),
+    Scenario("approval_consume_crash", "approve, then a crash before the approval is consumed, then a crash while "
+             "the approved write holds its result: consumed once, the write run once", Profile.APPROVALS,
+             (approval_script("apc", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
+             _apr.needs_consume_point),
+    Scenario("approval_deny", "the user denies the write the recovery turn asks for: it never runs, the work goes on",
+             Profile.APPROVALS, (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-06", "RI-02", "INP-01"), _apr.drive_deny, _NO_APPROVAL_CHAOS),
+    Scenario("approval_effect_set", "two writes approved together; the first one's tool dies after its effect (the "
+             "unknown-effect set changes): the second needs a fresh approval, and a third write its own",
+             Profile.APPROVALS,
+             (approval_script("aes", {**tool_step("probe_unknown"), "tool_calls": [
+                 {"name": "probe_unknown", "arguments": {"hold": True}}, {"name": "probe_unknown", "arguments": {}}]},
+                 tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-03", "APR-06", "FA-15"), _apr.drive_effect_set_changed, _NO_APPROVAL_CHAOS),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

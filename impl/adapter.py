@@ -25,11 +25,12 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.2"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.3"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
-NOT_SUPPORTED = ("goal_create", "goal_update", "approve", "deny", "budget_set", "retry")
+NOT_SUPPORTED = ("goal_create", "goal_update", "budget_set", "retry")
+PROFILES = ["chat_core", "approvals"]
 
 
 class OpError(Exception):
@@ -118,7 +119,7 @@ class Adapter:
         cfg.save()
         self.cfg = cfg
         self.runtime = Runtime(cfg)
-        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core"],
+        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": PROFILES,
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
                 "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True,
                 "legacy_paused_record": True}
@@ -229,6 +230,12 @@ class Adapter:
 
     def op_stop_all(self, req: dict) -> dict:
         return self._control({"op": "stop_all"})
+
+    def op_approve(self, req: dict) -> dict:
+        return self._control({"op": "approve", "approval_id": req["approval_id"]})
+
+    def op_deny(self, req: dict) -> dict:
+        return self._control({"op": "deny", "approval_id": req["approval_id"]})
 
     # --- reading ---------------------------------------------------------------------------------
 

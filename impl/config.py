@@ -20,6 +20,8 @@ EFFECT_CLASSES = ("read_only", "idempotent", "state_probe", "unknown")
 # "General shell, third-party MCP, and custom tools default to unknown."
 DEFAULT_EFFECT_CLASS = "unknown"
 SAFE_FOR_RECOVERY = ("read_only", "state_probe")
+# blocked_reason of a call that needs a one-time approval before it may run (impl/approvals.py)
+AWAITING_APPROVAL = "awaiting_approval"
 
 
 @dataclass(frozen=True)

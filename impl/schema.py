@@ -84,6 +84,14 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_session ON messages(session_id, msg_seq);
     CREATE INDEX tool_calls_work ON tool_calls(work_id);
     """,
+    # 2: one-time approvals (impl/approvals.py), each bound to a tool call and the unknown-effect set it covers
+    """
+    CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, call_id TEXT NOT NULL, provider_call_id TEXT,
+        effect_set TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, decided_at REAL,
+        consumed_at REAL);
+    CREATE INDEX approvals_call ON approvals(call_id);
+    """,
 )
 
 USAGE_MIGRATIONS: tuple[str, ...] = (

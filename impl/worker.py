@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from . import recovery
+from . import approvals, recovery
 from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
@@ -176,6 +176,8 @@ class Worker:
             if pending:
                 run_call(ctx, item, gen, pending[0])
                 continue
+            if approvals.gate(ctx, item, turn, gen):  # a call waiting for its one-time approval, decided
+                continue
             if answered(ctx, item["work_id"]) or provider_step(ctx, item, turn, gen):
                 finish(ctx, item, turn, gen)
                 self._project()
@@ -183,7 +185,7 @@ class Worker:
 
     def _interrupted(self, work_id: str, gen: int, reason: str) -> None:
         ctx = self.ctx
-        if reason in ("provider_fault", "resource_held"):
+        if reason in ("provider_fault", "resource_held", "awaiting_approval"):
             return  # schedule_retry or hold_for_resource already persisted the decision and released the lease
         try:
             if reason == "shutting_down":
