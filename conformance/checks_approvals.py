@@ -13,8 +13,9 @@ granted stays so across a restart (APR-07).
   call's probe token. Broke APR-02: it ran with no grant before it; APR-06: one call ran more often than it was
   granted; APR-03: its latest grant came before the uncertain effect it ran under (an older effect set).
 - ``check_approval_states`` (the runtime's word): an approval shown approved or consumed before any ``approve``
-  of it was invoked, or anything but denied after the user denied it (APR-06), and one pending before a restart that is anything but pending after it with no
-  decision of the user's between (APR-07: neither auto-granted nor lost).
+  of it was invoked, or anything but denied after the user denied it (APR-06), and one pending before a restart
+  that is anything but pending after it with no decision of the user's between (APR-07: neither auto-granted
+  nor lost).
 
 A runtime that does not observe ``approvals`` is not judged here (unknown): it may refuse instead of asking.
 """
