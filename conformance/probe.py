@@ -18,6 +18,13 @@ argv (fixed by the kit, passed in ``init``): ``--witness PATH --name NAME --effe
 - ``detach``: start a new session first (survives a kill of the caller's process group);
 - ``output``: text echoed in the result.
 
+A probe declared with ``--external DIR`` is the scripted external operation a runtime waits on (profile
+``waits``): run as a call, it starts operation ``op-<probe_token>`` (version 1, state ``running``, in
+``DIR/<handle>.json``) and its result carries ``"wait": {"handle", "version"}``; run with the argument
+``{"query": HANDLE}`` it records one ``query`` line in the witness log (never an execution) and prints the
+operation's state as the kit set it (``running``, ``completed``, ``failed``); state ``hang`` makes the query
+never answer (the runtime's query times out; the operation has not stopped).
+
 Witness: one JSON line per phase (``start`` when the effect begins, with the directory the tool runs in
 and its declared version; ``finish`` when it is done; ``emitted`` once its result is out),
 each one ``os.write`` on an ``O_APPEND`` descriptor, so concurrent probes never interleave. The
@@ -33,9 +40,10 @@ import time
 HOLD_POINT = "tool.finished.uncommitted"
 # name -> required; parsed by hand: every tool call pays this process's start, and argparse, socket and
 # uuid cost ~25 ms to import (socket is imported only to hold)
-OPTIONS = {"--witness": True, "--name": True, "--effect-class": True, "--tool-version": False, "--broker": False}
+OPTIONS = {"--witness": True, "--name": True, "--effect-class": True, "--tool-version": False, "--broker": False,
+           "--external": False}
 USAGE = ("usage: probe --witness PATH --name NAME --effect-class CLASS [--tool-version V] [--broker SOCKET] "
-         "[ARGUMENTS_JSON]")
+         "[--external DIR] [ARGUMENTS_JSON]")
 
 
 class Args:
@@ -43,6 +51,7 @@ class Args:
         self.witness, self.name = values["--witness"], values["--name"]
         self.effect_class, self.tool_version = values["--effect-class"], values.get("--tool-version") or "1"
         self.broker, self.arguments = values.get("--broker"), arguments
+        self.external = values.get("--external")
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -173,6 +182,31 @@ def hold(broker: str | None, witness_path: str, token: str, work_id: str) -> Non
         time.sleep(0.02)
 
 
+def write_state(path: str, state: dict) -> None:
+    """An external operation's state, replaced atomically (the kit and the probe both write it this way)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(dumps(state))
+    os.replace(tmp, path)
+
+
+def query(ns: Args, handle: str) -> int:
+    """One reconciliation query: a witness line, then the operation's state (``hang``: no answer, ever)."""
+    try:
+        with open(os.path.join(ns.external, os.path.basename(handle) + ".json")) as fh:
+            state = loads(fh.read())
+    except (OSError, ValueError):
+        state = {"handle": handle, "state": "unknown", "version": None}
+    witness(ns.witness, {"phase": "query", "tool": ns.name, "handle": handle, "state": state.get("state"),
+                         "version": state.get("version"), "pid": os.getpid(), "time": time.time(),
+                         "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")})
+    while state.get("state") == "hang":  # the query never answers; the runtime must time it out
+        time.sleep(3600)
+    sys.stdout.write(dumps({"handle": handle, "state": state.get("state"), "version": state.get("version")}) + "\n")
+    return 0
+
+
 def _cwd() -> str | None:
     """The directory the runtime ran this tool in (None if it was removed under it)."""
     try:
@@ -190,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         sys.stdout.write(dumps({"tool": ns.name, "outcome": "bad_arguments", "error": str(exc)}) + "\n")
         return 64
+    if ns.external and "query" in args:
+        return query(ns, str(args["query"]))
     if args.get("detach"):
         os.setsid()
     token = str(args.get("probe_token") or f"untracked-{os.urandom(16).hex()}")
@@ -207,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         hold(ns.broker, ns.witness, token, work_id=token)
     result = {"probe_token": token, "tool": ns.name, "pid": os.getpid(), "outcome": outcome,
               "output": args.get("output", f"{ns.name} ran")}
+    if ns.external:  # the scripted external operation starts now; the runtime waits on it by handle and version
+        handle = f"op-{token}"
+        path = os.path.join(ns.external, handle + ".json")
+        if not os.path.exists(path):
+            write_state(path, {"handle": handle, "state": "running", "version": "1"})
+        result["wait"] = {"handle": handle, "version": "1"}
     try:
         sys.stdout.write(dumps(result) + "\n")
         sys.stdout.flush()

@@ -1062,10 +1062,7 @@ def scenario_named(name: str) -> Scenario:
 
 # Profiles the catalogue has no scenario for yet, and why. A runtime may declare one; its clauses are then all
 # required and none can be judged, so certify says unknown for it, never valid.
-NO_SCENARIO_YET: dict[Profile, str] = {
-    Profile.WAITS: "durable waits need an external operation the kit scripts and the runtime waits on (issue 14); "
-                   "until the kit has one, nothing can make a runtime wait",
-}
+NO_SCENARIO_YET: dict[Profile, str] = {}  # every profile has scenarios now (waits since issue 14)
 
 
 def required_clauses(profile: Profile | str = Profile.CHAT_CORE) -> frozenset[str]:
@@ -1390,5 +1387,39 @@ SCENARIOS += (
                  {"name": "probe_unknown", "arguments": {"hold": True}}, {"name": "probe_unknown", "arguments": {}}]},
                  tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
              ("APR-02", "APR-03", "APR-06", "FA-15"), _apr.drive_effect_set_changed, _NO_APPROVAL_CHAOS),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- durable waits (drives in conformance.drives_waits; judged by conformance.checks_waits) ------------------
+
+from recoverykit.conformance import drives_waits as _wt  # noqa: E402  (its drives use the helpers above)
+
+
+def wait_script(script_id: str) -> dict:
+    """The model starts the external operation, then, once its continuation is admitted, answers."""
+    return script(script_id, tool_step(_wt.EXTERNAL), text_step("the operation is done"), usage="final")
+
+
+_NO_WAIT_CHAOS = Chaos(none="the external operation is registered by the drives' own starts (start.probe_tools) and "
+                            "completed, notified or paused by the drive; chaos's cases make none of these moves")
+
+SCENARIOS += (
+    Scenario("wait_notify_during_restart", "waiting on an external operation, a tree kill; it completes and its "
+             "notification arrives while the runtime is down: saved, then admitted once", Profile.WAITS,
+             (wait_script("wr"),), (_wt.EXTERNAL,), ("WAIT-01", "WAIT-02", "WAIT-04", "INP-01"),
+             _wt.drive_notify_during_restart, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_duplicate_notification", "a notification for an older version, then the completion notified "
+             "three times (one id twice): one continuation, after the completion", Profile.WAITS,
+             (wait_script("wd"),), (_wt.EXTERNAL,), ("WAIT-01", "WAIT-02", "INP-01"),
+             _wt.drive_duplicate_notification, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_pause_then_notify", "the user pauses a waiting item, then its notification arrives: no turn "
+             "while paused, the result kept for the Resume", Profile.WAITS,
+             (wait_script("wp"),), (_wt.EXTERNAL,), ("WAIT-05", "RI-02", "INP-01"),
+             _wt.drive_pause_then_notify, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_lost_notification", "no notification ever comes and the operation's queries hang for a while: "
+             "found by polling with backoff, a timed-out query never taken for a stop", Profile.WAITS,
+             (wait_script("wl"),), (_wt.EXTERNAL,), ("WAIT-03", "WAIT-06", "INP-01"),
+             _wt.drive_lost_notification, _NO_WAIT_CHAOS, _wt.needs_external),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -30,7 +30,7 @@ RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
 NOT_SUPPORTED = ("goal_create", "goal_update", "budget_set", "retry")
-PROFILES = ["chat_core", "approvals"]
+PROFILES = ["chat_core", "approvals", "waits"]
 
 
 class OpError(Exception):
@@ -230,6 +230,23 @@ class Adapter:
 
     def op_stop_all(self, req: dict) -> dict:
         return self._control({"op": "stop_all"})
+
+    def op_notify(self, req: dict) -> dict:
+        body = {"op": "notify", **{k: req[k] for k in ("notification_id", "handle", "version", "outcome")}}
+        try:
+            self._control(body)
+        except OpError as exc:
+            if exc.code != "temporarily_unavailable" or "control process is not running" not in exc.text:
+                raise
+            # the runtime is down (a restart): the notification is saved for its next start, then admitted
+            from .schema import open_runtime_db
+            from .waits import save
+            db = open_runtime_db(self.cfg.path)
+            try:
+                save(db, body["notification_id"], body["handle"], body["version"], body["outcome"], "notify")
+            finally:
+                db.conn.close()
+        return {}
 
     def op_approve(self, req: dict) -> dict:
         return self._control({"op": "approve", "approval_id": req["approval_id"]})

@@ -30,11 +30,13 @@ class ToolSpec:
     argv: list[str]
     effect_class: str
     version: str
+    external: bool = False  # starts an external operation the runtime waits on (impl/waits.py; protocol 1.3)
 
     @classmethod
     def registered(cls, t: dict) -> ToolSpec:
         """A tool as the kit registers it (``init``/``start``); no class given: the default for custom tools."""
-        return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"])
+        return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"],
+                   bool(t.get("external_operation")))
 
     def identity(self) -> dict:
         return {"argv": list(self.argv), "version": self.version}

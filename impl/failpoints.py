@@ -164,4 +164,5 @@ POINTS: tuple[str, ...] = (
     "completion.commit.before_projection",
     "recovery.claim.after", "recovery.repair.after", "recovery.decide.after",
     "approval.consume.before", "approval.consume.after",
+    "wait.notify.before_admit", "wait.notify.after",
 )
