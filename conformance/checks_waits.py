@@ -17,9 +17,9 @@ ledger shows when the runtime asked the model for the continuation (the script's
 - WAIT-03: with three queries or more of one operation, the intervals between them grow (backoff), and the
   runtime asks the model nothing while it waits;
 - WAIT-04: a notification the adapter acknowledged while the runtime was down is continued after the next start
-  (when the run ends quiescent);
-- WAIT-01 (the runtime's word): an observation while it waits shows the wait with its handle, observed version
-  and a consumption key of its own.
+  (when the run's last observation is at least ``SETTLED_AFTER_S`` later);
+- WAIT-01 (the runtime's word): an observation while it waits (after its first query of the operation, or while
+  its work item says it waits) shows the wait with its handle, observed version and a consumption key of its own.
 
 A run in which no external operation started says nothing: unknown.
 """
@@ -36,6 +36,7 @@ from recoverykit.conformance.witness import Execution
 from recoverykit.model.catalogue import Verdict
 
 EXTERNAL_VERSION = "1"
+SETTLED_AFTER_S = 5.0  # a notification saved during a restart and not continued this long after it: lost
 INF = float("inf")
 
 
@@ -79,6 +80,9 @@ def waited(ev: Evidence) -> list[Waited]:
                     w.stale.append(invoke.time)
         w.queries = sorted((r for r in ev.witness.records if r.get("phase") == "query" and r.get("handle") == w.handle),
                            key=lambda r: r["time"])
+        for q in w.queries:  # an operation that completes by itself (``complete_after_s``): the probe says when
+            if q.get("complete_at") is not None:
+                w.done_at = min(w.done_at, float(q["complete_at"]))
         for c in calls(ev.ledger):
             if c.request.get("script_id") == w.script and c.request.get("step") == w.step + 1:
                 w.continuation.append(c.request)
@@ -122,7 +126,6 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
     judged = dict.fromkeys(ids, 0)
     work_of = ev.work_of_script()
     final = ev.history.final_observation()
-    quiescent = bool(final is not None and final.quiescent)
     for w in ws:
         early = [r for r in w.continuation if r["time"] < w.done_at]
         if w.done_at < INF or w.stale:
@@ -163,7 +166,8 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
                 problems["WAIT-03"].append(f"{w.handle}: {len(idle)} model request(s) while waiting on it")
         for notified in _notified_while_down(ev, w.handle):
             judged["WAIT-04"] += 1
-            if quiescent and not any(r["time"] > notified for r in w.continuation):
+            settled = final is not None and final.time - notified >= SETTLED_AFTER_S
+            if settled and not any(r["time"] > notified for r in w.continuation):
                 problems["WAIT-04"].append(f"{w.handle}: its notification was acknowledged while the runtime was "
                                            "down, and the work never went on after the start")
     texts = {"WAIT-02": "each continuation after its own version's notification, once",
@@ -194,9 +198,13 @@ def check_saved_waits(ev: Evidence) -> list[ClauseResult]:
     if not ws:
         return [_result("WAIT-01", Verdict.UNKNOWN, "no external operation was waited on")]
     problems, judged = [], 0
+    work_of = ev.work_of_script()
     for w in ws:
+        # while it waits: after its first reconciliation query, or while its work item says it waits
+        queried = w.queries[0]["time"] if w.queries else INF
         during = [o for o in ev.snapshots() if w.execution.finished is not None and
-                  w.execution.finished < o.time < w.done_at and o.snapshot.get("waits") is not None]
+                  w.execution.finished < o.time < w.done_at and o.snapshot.get("waits") is not None and
+                  (o.time > queried or _says_waiting(o.snapshot, work_of.get(w.script)))]
         if not during:
             continue
         judged += 1
@@ -209,6 +217,11 @@ def check_saved_waits(ev: Evidence) -> list[ClauseResult]:
             problems.append(f"{w.handle}: saved without an observed version or a consumption key of its own")
     return _judgement("WAIT-01", problems, judged, "no observation while a wait was open",
                       f"{judged} wait(s) saved with handle, observed version and a unique consumption key")
+
+
+def _says_waiting(snapshot: dict[str, Any], work_id: str | None) -> bool:
+    return any(i.get("work_id") == work_id and i.get("status") == "waiting"
+               for i in snapshot.get("work_items") or [])
 
 
 WAIT_CHECKS = (check_continuations, check_saved_waits)

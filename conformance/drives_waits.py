@@ -1,7 +1,7 @@
 """The drives of the durable-wait scenarios (profile ``waits``), declared in ``scenarios.SCENARIOS``.
 
-Each registers the scripted external operation (``probe_external``: ``probe --external``, protocol 1.3) with
-``start.probe_tools``; the model's first answer calls it, and the runtime must wait on the operation it
+The model's first answer calls the scripted external operation (``probe_external``, one of the standard probes:
+``probe --external``, declared ``external_operation`` since protocol 1.3), and the runtime must wait on the operation it
 started (handle ``op-<probe_token>``, version 1). The kit then completes it, fails it or makes its queries
 hang (``Run.external``, recorded in the history) and delivers notifications (``notify``), around restarts and
 the user's Pause. What followed is judged by ``checks_waits`` from the provider's ledger (when the runtime
@@ -17,15 +17,14 @@ from typing import Any
 from recoverykit.conformance import scenarios as sc
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
-from recoverykit.conformance.probe_tools import probe_tool
 from recoverykit.model.catalogue import Verdict
 
 EXTERNAL = "probe_external"
 
 
 def start_with_external(run: Run, **start: Any) -> None:
-    run.start(probe_tools=[*run.probe_tools, probe_tool(EXTERNAL, "idempotent", run.witness_path,
-                                                        external_dir=run.external_dir)], **start)
+    """Start; ``probe_external`` is one of the standard probes, registered at ``init``."""
+    run.start(**start)
 
 
 def started(run: Run, script_id: str) -> tuple[str | None, str | None]:
@@ -39,9 +38,15 @@ def started(run: Run, script_id: str) -> tuple[str | None, str | None]:
     return work_id, f"op-{token}"
 
 
-def waiting(run: Run) -> dict[str, Any]:
-    """Settle (a waiting item is quiescent) and observe: the runtime now waits on the operation."""
-    return run.settle(sc.SETTLE_S)[1]
+def waiting(run: Run, timeout_s: float = sc.SETTLE_S) -> dict[str, Any]:
+    """Observe until some work item waits on a dependency (a wait is not quiescent: reconciliation polls it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = run.observe()
+        if any(w.get("reason_code") == "waiting_dependency" for w in snap.get("work_items") or []) \
+                or time.monotonic() >= deadline:
+            return snap
+        time.sleep(0.1)
 
 
 def notify(run: Run, handle: str, n: int = 1, outcome: str = "completed", version: str = "1") -> None:
@@ -97,11 +102,23 @@ def drive_pause_then_notify(run: Run) -> list[ClauseResult]:
     run.external(handle, "completed")
     notify(run, handle)
     time.sleep(1.0)  # a stale wakeup has time to start a turn
-    run.settle(sc.SETTLE_S)
+    run.settle(sc.SETTLE_S)  # a paused item is quiescent
     run.op("resume", work_id=work_id)
     _, final = run.settle(sc.SETTLE_S)
     return [sc.expect_desired(final, [work_id], {"done"}, "RI-02", "after the resume of a work item whose "
                                                                    "notification arrived while it was paused")]
+
+
+def drive_self_completing(run: Run) -> list[ClauseResult]:
+    """No move of the kit's: the operation completes by itself a second after it started, and no notification
+    comes; the runtime, waiting, finds it by reconciliation and goes on once (what chaos interrupts)."""
+    start_with_external(run)
+    _, handle = started(run, "ws")
+    if handle is None:
+        return _none("WAIT-02")
+    waiting(run, timeout_s=1.0)  # while it waits (if it still does)
+    run.settle(sc.SETTLE_S)
+    return []
 
 
 QUERIES_WANTED = 3

@@ -356,7 +356,8 @@ class Run:
     @property
     def external_dir(self) -> Path:
         """Where the scripted external operations keep their state (profile waits; ``probe --external``)."""
-        return self.run_dir / "external"
+        from recoverykit.conformance.probe_tools import external_dir
+        return Path(external_dir(self.witness_path))
 
     def external(self, handle: str, state: str, version: str = "1") -> None:
         """Set a scripted external operation's state (``running``, ``completed``, ``failed``, or ``hang``: its

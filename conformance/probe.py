@@ -23,7 +23,9 @@ A probe declared with ``--external DIR`` is the scripted external operation a ru
 ``DIR/<handle>.json``) and its result carries ``"wait": {"handle", "version"}``; run with the argument
 ``{"query": HANDLE}`` it records one ``query`` line in the witness log (never an execution) and prints the
 operation's state as the kit set it (``running``, ``completed``, ``failed``); state ``hang`` makes the query
-never answer (the runtime's query times out; the operation has not stopped).
+never answer (the runtime's query times out; the operation has not stopped). With the argument
+``complete_after_s`` the operation completes by itself that long after it started (every query line carries
+``complete_at``), so a run needs no move of the kit's to end it (chaos's cases).
 
 Witness: one JSON line per phase (``start`` when the effect begins, with the directory the tool runs in
 and its declared version; ``finish`` when it is done; ``emitted`` once its result is out),
@@ -198,8 +200,11 @@ def query(ns: Args, handle: str) -> int:
             state = loads(fh.read())
     except (OSError, ValueError):
         state = {"handle": handle, "state": "unknown", "version": None}
+    if state.get("state") == "running" and state.get("complete_at") is not None and time.time() >= state["complete_at"]:
+        state["state"] = "completed"  # it completed by itself (``complete_after_s``); the witness line says when
     witness(ns.witness, {"phase": "query", "tool": ns.name, "handle": handle, "state": state.get("state"),
-                         "version": state.get("version"), "pid": os.getpid(), "time": time.time(),
+                         "version": state.get("version"), "complete_at": state.get("complete_at"),
+                         "pid": os.getpid(), "time": time.time(),
                          "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")})
     while state.get("state") == "hang":  # the query never answers; the runtime must time it out
         time.sleep(3600)
@@ -235,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
             "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")}
     witness(ns.witness, {**base, "phase": "start", "time": time.time(), "sleep_s": args.get("sleep_s", 0),
                          "hold": bool(args.get("hold")), "emits": True, "cwd": _cwd()})
+    if ns.external:  # start the operation: it completes when the kit says, or by itself after complete_after_s
+        path = os.path.join(ns.external, f"op-{token}.json")
+        if not os.path.exists(path):
+            after = args.get("complete_after_s")
+            write_state(path, {"handle": f"op-{token}", "state": "running", "version": "1",
+                               "complete_at": None if after is None else time.time() + float(after)})
     if args.get("sleep_s"):
         time.sleep(float(args["sleep_s"]))
     outcome = "ok" if exit_code == 0 else "failed"
@@ -243,12 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         hold(ns.broker, ns.witness, token, work_id=token)
     result = {"probe_token": token, "tool": ns.name, "pid": os.getpid(), "outcome": outcome,
               "output": args.get("output", f"{ns.name} ran")}
-    if ns.external:  # the scripted external operation starts now; the runtime waits on it by handle and version
-        handle = f"op-{token}"
-        path = os.path.join(ns.external, handle + ".json")
-        if not os.path.exists(path):
-            write_state(path, {"handle": handle, "state": "running", "version": "1"})
-        result["wait"] = {"handle": handle, "version": "1"}
+    if ns.external:  # the scripted external operation started; the runtime waits on it by handle and version
+        result["wait"] = {"handle": f"op-{token}", "version": "1"}
     try:
         sys.stdout.write(dumps(result) + "\n")
         sys.stdout.flush()

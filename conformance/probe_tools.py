@@ -37,8 +37,17 @@ def probe_tool(name: str, effect_class: EffectClass | str | None, witness_path: 
                      external_operation=external_dir is not None)
 
 
+def external_dir(witness_path: str | os.PathLike) -> str:
+    """Where a run's scripted external operations keep their state: beside its witness log."""
+    return f"{os.fspath(witness_path)}.external"
+
+
 def standard_probe_tools(witness_path: str | os.PathLike, broker_socket: str | None = None) -> list[ProbeTool]:
-    """The three probes every scenario can use: probe_read, probe_idempotent, probe_unknown."""
+    """The probes every scenario can use: probe_read, probe_idempotent, probe_unknown, and probe_external, the
+    scripted external operation of profile waits (a runtime that does not wait on operations runs it as an
+    ordinary idempotent tool)."""
     return [probe_tool("probe_read", EffectClass.READ_ONLY, witness_path, broker_socket=broker_socket),
             probe_tool("probe_idempotent", EffectClass.IDEMPOTENT, witness_path, broker_socket=broker_socket),
-            probe_tool("probe_unknown", EffectClass.UNKNOWN, witness_path, broker_socket=broker_socket)]
+            probe_tool("probe_unknown", EffectClass.UNKNOWN, witness_path, broker_socket=broker_socket),
+            probe_tool("probe_external", EffectClass.IDEMPOTENT, witness_path, broker_socket=broker_socket,
+                       external_dir=external_dir(witness_path))]

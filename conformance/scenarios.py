@@ -1417,6 +1417,15 @@ SCENARIOS += (
              "while paused, the result kept for the Resume", Profile.WAITS,
              (wait_script("wp"),), (_wt.EXTERNAL,), ("WAIT-05", "RI-02", "INP-01"),
              _wt.drive_pause_then_notify, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_self_completing", "the external operation completes by itself, unnotified: found by "
+             "reconciliation and continued once; chaos interrupts the wait and its admission", Profile.WAITS,
+             (script("ws", tool_step(_wt.EXTERNAL, {"complete_after_s": 1.0}), text_step("the operation is done"),
+                     usage="final"),), (_wt.EXTERNAL,), ("WAIT-01", "WAIT-02", "INP-01"),
+             _wt.drive_self_completing,
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT, _K.GRACEFUL_WORKER_RESTART),
+                   points=("tool.result.commit.after", "wait.notify.before_admit", "wait.notify.after",
+                           "provider.request.inflight"), clauses=("WAIT-02", "WAIT-04")),
+             _wt.needs_external),
     Scenario("wait_lost_notification", "no notification ever comes and the operation's queries hang for a while: "
              "found by polling with backoff, a timed-out query never taken for a stop", Profile.WAITS,
              (wait_script("wl"),), (_wt.EXTERNAL,), ("WAIT-03", "WAIT-06", "INP-01"),

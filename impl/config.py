@@ -35,8 +35,10 @@ class ToolSpec:
     @classmethod
     def registered(cls, t: dict) -> ToolSpec:
         """A tool as the kit registers it (``init``/``start``); no class given: the default for custom tools."""
-        return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"],
-                   bool(t.get("external_operation")))
+        if t.get("external_operation"):  # protocol 1.3: the scripted external operation of profile waits
+            return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"],
+                       True)
+        return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"])
 
     def identity(self) -> dict:
         return {"argv": list(self.argv), "version": self.version}
