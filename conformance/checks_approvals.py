@@ -10,8 +10,10 @@ granted stays so across a restart (APR-07).
   gave out its result (the uncertain effect; the latest such is the one its approval must postdate). The user's
   grants are the kit's own ``approve`` operations (invoked, not refused); which approval is for which call is
   the runtime's ``tool_call_id`` (protocol 1.3) matched to the provider's ledger, where the kit wrote each
-  call's probe token. Broke APR-02: it ran with no grant before it; APR-06: one call ran more often than it was
-  granted; APR-03: its latest grant came before the uncertain effect it ran under (an older effect set).
+  call's probe token. Broke APR-01: it ran with no grant of its own after a call of another conversation (another
+  script, submitted to another session) was approved; APR-02: it ran with no grant before it; APR-06: one call
+  ran more often than it was granted; APR-03: its latest grant came before the uncertain effect it ran under (an
+  older effect set).
 - ``check_approval_states`` (the runtime's word): an approval shown approved or consumed before any ``approve``
   of it was invoked, or anything but denied after the user denied it (APR-06), and one pending before a restart
   that is anything but pending after it with no decision of the user's between (APR-07: neither auto-granted
@@ -95,7 +97,7 @@ def granted_at(ev: Evidence) -> dict[str, float]:
 
 @kit_evidence
 def check_approved_executions(ev: Evidence) -> list[ClauseResult]:
-    ids = ("APR-02", "APR-03", "APR-06")
+    ids = ("APR-01", "APR-02", "APR-03", "APR-06")
     if "approvals" not in ev.observes:
         return [_result(c, Verdict.UNKNOWN, "the adapter does not observe approvals") for c in ids]
     needed = needing_approval(ev)
@@ -115,11 +117,17 @@ def check_approved_executions(ev: Evidence) -> list[ClauseResult]:
                 for c in ids]
     problems: dict[str, list[str]] = {c: [] for c in ids}
     runs: dict[str, list[Execution]] = defaultdict(list)
+    granted_when = {token: sorted(t for a in aids for t in grants.get(a, [])) for token, aids in for_token.items()}
     for e, cut in needed:
         runs[e.probe_token].append(e)
-        granted = sorted(t for a in for_token.get(e.probe_token, []) for t in grants.get(a, []))
+        granted = granted_when.get(e.probe_token, [])
         before = [t for t in granted if t <= e.started]
-        if not before:
+        elsewhere = [token for token, times in granted_when.items()
+                     if _script(token) != _script(e.probe_token) and times and times[0] <= e.started]
+        if not before and elsewhere:
+            problems["APR-01"].append(f"{e.probe_token} ran with no approval of its own, after the user approved "
+                                      f"{elsewhere[0]}'s call in another conversation: the approval spread")
+        elif not before:
             asked = ", ".join(for_token.get(e.probe_token, [])) or "none asked for its call"
             problems["APR-02"].append(f"{e.probe_token} (pid {e.pid}) ran after the unknown effect of "
                                       f"{cut.probe_token} with no approval granted before it (approvals: {asked})")
@@ -131,9 +139,15 @@ def check_approved_executions(ev: Evidence) -> list[ClauseResult]:
         if granted and len(executions) > len(granted):  # none granted at all is APR-02's
             problems["APR-06"].append(f"{token} ran {len(executions)} times under {len(granted)} granted "
                                       f"approval(s) {granted}: an approval was consumed more than once")
+    # APR-01 is at stake where one conversation's call was approved while another's was still undecided
+    spread = sum(1 for t1, times in granted_when.items() if times for t2, other in granted_when.items()
+                 if _script(t2) != _script(t1) and (not other or other[0] > times[0]))
+    judged = {c: len(needed) for c in ids} | {"APR-01": spread}
     return [r for c in ids for r in _judgement(
-        c, problems[c], len(needed), "no execution needed an approval",
-        f"{len(needed)} execution(s) needed an approval; each ran once under its own, granted for its effect set")]
+        c, problems[c], judged[c], "no execution needed an approval" if c != "APR-01" else
+        "no conversation's approval was granted while another's was undecided",
+        f"{len(needed)} execution(s) needed an approval; each ran once under its own, granted for its effect set"
+        if c != "APR-01" else f"{spread} approval(s) granted in one conversation allowed nothing in another")]
 
 
 def check_approval_states(ev: Evidence) -> list[ClauseResult]:

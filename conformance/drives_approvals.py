@@ -155,3 +155,31 @@ def drive_effect_set_changed(run: Run) -> list[ClauseResult]:
 def needs_consume_point(run: Run) -> str | None:
     declared = {str(p) for p in (run.init_ok.failpoints if run.init_ok else [])}
     return None if CONSUME_POINT in declared else f"init_ok.failpoints lacks {CONSUME_POINT}"
+
+
+def drive_two_sessions(run: Run) -> list[ClauseResult]:
+    """Two sessions, each with an unknown write cut off by one tree kill; both recovery turns ask to approve a
+    write. The user approves the first session's only: the second's stays unrun and pending, then is denied."""
+    run.start()
+    first = sc.submit(run, "ap1", session="s-ap1")
+    sc.submit(run, "ap2", session="s-ap2")
+    deadline = time.monotonic() + sc.SETTLE_S
+    while time.monotonic() < deadline and not _writes_done(run, 2):
+        time.sleep(0.05)
+    sc.restart_kit_side(run, "tree_kill")
+    ids, snap = wait_pending(run, n=2)
+    mine = pending(snap, first)
+    decide_all(run, mine)
+    time.sleep(1.0)  # a runtime that lets the approval spread runs the other session's write now
+    _, later = run.settle(sc.SETTLE_S)
+    decide_all(run, pending(later), "deny")
+    run.settle(sc.SETTLE_S)
+    if len(ids) < 2 or not mine:
+        return [_result("APR-01", Verdict.UNKNOWN, "the two sessions' writes were not both asked for")]
+    return []
+
+
+def _writes_done(run: Run, n: int) -> bool:
+    from recoverykit.conformance.witness import read_witness
+    return run.witness_path.exists() and sum(
+        1 for e in read_witness(run.witness_path).executions if e.tool == "probe_unknown" and e.done) >= n

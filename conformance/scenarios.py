@@ -1387,6 +1387,11 @@ SCENARIOS += (
                  {"name": "probe_unknown", "arguments": {"hold": True}}, {"name": "probe_unknown", "arguments": {}}]},
                  tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
              ("APR-02", "APR-03", "APR-06", "FA-15"), _apr.drive_effect_set_changed, _NO_APPROVAL_CHAOS),
+    Scenario("approval_two_sessions", "two sessions' recovery turns each ask to approve a write; the user approves "
+             "one: the other session's write stays unrun until its own decision (a denial)", Profile.APPROVALS,
+             (approval_script("ap1", tool_step("probe_unknown"), text_step()),
+              approval_script("ap2", tool_step("probe_unknown"), text_step())), ("probe_unknown",),
+             ("APR-01", "APR-02", "APR-06", "FA-15"), _apr.drive_two_sessions, _NO_APPROVAL_CHAOS),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

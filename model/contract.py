@@ -449,7 +449,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Uncertain API mutations and upstream tool mutations remain fenced across run replacement."),
 
     # ---- Approvals
-    _c("APR-01", _S, _APR, "ML", SEED_000, SAFE,
+    _c("APR-01", _S, _APR, "MLH", SEED_000, SAFE,
        "Recovery permission checks are scoped by the same conversation provenance and never expand to every "
        "execution in the invoked session.",
        "without expanding to all executions in the invoked session"),
