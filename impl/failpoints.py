@@ -163,6 +163,8 @@ POINTS: tuple[str, ...] = (
     "tool.result.commit.before", "tool.result.commit.after",
     "completion.commit.before_projection",
     "recovery.claim.after", "recovery.repair.after", "recovery.decide.after",
+    "approval.consume.before", "approval.consume.after",
+    "wait.notify.before_admit", "wait.notify.after",
     # the Paperclip task layer (tasks.py, task_runner.py)
     "retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
     "bootstrap.before_dispatch", "coordinator.settle.before", "coordinator.settle.after",
