@@ -480,6 +480,9 @@ def check_fresh_attempt(ev: Evidence) -> list[ClauseResult]:
             continue
         if r["workspace"] == prior["workspace"]:
             continue  # a reuse, not a fresh attempt
+        if any(w["path"] == r["workspace"] and (w.get("base") or "").startswith(ISOLATED + "/")
+               for w in _rows(final[-1], "workspaces")):
+            continue  # a worktree based on a task directory: RTY-13's symptom, judged there (one bug, one clause)
         judged += 1
         if not r["workspace"].startswith(ISOLATED + "/") or not r["workspace"].endswith("/" + r["run_id"]):
             problems.append(f"Retry run {r['run_id']} got {r['workspace']}, not a fresh isolated attempt of its own")
