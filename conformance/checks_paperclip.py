@@ -422,6 +422,9 @@ def check_generation_only_by_click(ev: Evidence) -> list[ClauseResult]:
     clicked = {d.value["run_id"] for i, d in _ops(ev, "retry") if d is not None and d.type == "ok"
                and d.value.get("created") and d.value.get("run_id")}
     clicked |= {r["run_id"] for o in _task_observations(ev) for r in _rows(o, "wakeup_receipts") if r.get("run_id")}
+    keys_sent = {i.value.get("idempotency_key") for i, _ in _ops(ev, "retry")}  # a click whose answer was cut
+    clicked |= {r["run_id"] for o in _task_observations(ev) for r in _rows(o, "runs")
+                if r.get("idempotency_key") in keys_sent}  # (a receipt missing then is RTY-02's)
     highest: dict[str, int] = {}
     problems, judged = [], 0
     seen: set[str] = set()
@@ -647,3 +650,29 @@ def check_attach_keeps_generation(ev: Evidence) -> list[ClauseResult]:
 
 
 PAPERCLIP_CHECKS += (check_attach_keeps_generation,)
+
+def check_receipt_before_work(ev: Evidence) -> list[ClauseResult]:
+    """RTY-02: every run a click created carries the click's durable wakeup receipt from the moment the run is
+    seen at all, so no physical work of a Retry exists without its receipt (across the kit's kills at
+    retry.receipt.before / .after too)."""
+    if not _paperclip(ev):
+        return []
+    problems, judged = [], 0
+    seen: set[str] = set()
+    for obs in _task_observations(ev):
+        receipts = {(w["idempotency_key"], w.get("run_id")) for w in _rows(obs, "wakeup_receipts")}
+        for r in _rows(obs, "runs"):
+            if not r.get("idempotency_key"):
+                continue
+            if r["run_id"] not in seen:
+                seen.add(r["run_id"])
+                judged += 1
+            if (r["idempotency_key"], r["run_id"]) not in receipts:
+                problems.append(f"run {r['run_id']} of Retry key {r['idempotency_key']!r} is {r['status']} with no "
+                                f"wakeup receipt naming it (observation {obs.index})")
+                break
+    return _judgement("RTY-02", problems[:5], judged, "no click created a run",
+                      f"{judged} Retry run(s), each with its receipt from the first time it was seen")
+
+
+PAPERCLIP_CHECKS += (check_receipt_before_work,)

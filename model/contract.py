@@ -723,7 +723,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-01", _S, _PC, "MLH", SEED_001, PC_TOP,
        "A task shows exactly one of: a working state, one scheduled retry, or an ordinary Retry action.",
        "A task shows one working state, one scheduled retry, or an ordinary Retry action."),
-    _c("RTY-02", _S, _PC, "MLC", SEED_001, PC_ADM,
+    _c("RTY-02", _S, _PC, "MLCH", SEED_001, PC_ADM,
        "A Retry records its wakeup receipt before any physical work.",
        "It records an agent_wakeup_requests receipt before physical work.",
        points=("retry.receipt.before", "retry.receipt.after")),
@@ -1077,9 +1077,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
 # they stay in the observable count as not judged (D20); issue 15's slice judges the Retry path of #19759.
 _PC_NEEDS = {
-    "RTY-02": "a receipt durable before physical work shows only if the kit kills between the two; the points "
-              "retry.receipt.before/after exist and chaos kills there (paperclip_19759), but no check yet compares "
-              "the receipts with the provider ledger after those kills",
     "RTY-03": "the protocol carries no principal or authority on `retry`, so a click without board task-mutation "
               "authority cannot be sent",
     "RTY-07": "an exhausted generation that needs an alternative strategy needs a strategy model the protocol does "
