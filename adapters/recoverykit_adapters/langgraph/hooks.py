@@ -4,12 +4,16 @@ A runtime that is not instrumented by its authors can still be stopped at the po
 exposes. LangChain calls these hooks in the worker, on the thread that runs the node, so a ``pause`` holds
 exactly the step the hook belongs to. What each can and cannot mean:
 
-| hook | failpoint | what it means | what it cannot mean |
-| --- | --- | --- | --- |
-| ``on_chat_model_start`` | ``provider.request.before`` | the LLM node is about to send a request; nothing has reached the provider | it fires once per ``invoke``, not per HTTP attempt: the client's own retries (``max_retries``) are not separate points |
-| ``on_llm_end`` | ``usage.persist.before`` | the response is complete and in the worker's memory; its usage is not yet saved (this handler saves it right after) | the node's message is not yet in a checkpoint either: a kill here loses the reply and LangGraph asks again |
-| ``on_tool_start`` | ``tool.dispatch.before`` | ``ToolNode`` is about to call the tool; the probe process has not started | nothing of the tool call is durable: LangGraph keeps no record of a dispatched call |
-| ``on_tool_end`` | ``tool.result.commit.before`` | the tool returned; its result is in memory only | the result is committed only with the whole ``ToolNode`` step (its checkpoint writes), after every tool call of the step has ended |
+- ``on_chat_model_start`` -> ``provider.request.before``: the LLM node is about to send a request; nothing
+  has reached the provider. It fires once per ``invoke``, not per HTTP attempt: the client's own retries
+  would not be separate points (the agent sets ``max_retries=0``; LangGraph retries the step instead).
+- ``on_llm_end`` -> ``usage.persist.before``: the response is complete, in the worker's memory; its usage is
+  not yet saved (this handler saves it right after). The reply is not in a checkpoint either: a kill here
+  loses it, and LangGraph asks the provider again.
+- ``on_tool_start`` -> ``tool.dispatch.before``: ``ToolNode`` is about to call the tool; the probe process has
+  not started. Nothing of the call is durable: LangGraph keeps no record of a dispatched call.
+- ``on_tool_end`` -> ``tool.result.commit.before``: the tool returned; its result is in memory only. It is
+  committed with the whole ``ToolNode`` step (the step's checkpoint writes), after every call of the step.
 
 ``provider.request.after``, ``tool.dispatch.after`` and ``tool.result.commit.after`` have no hook (LangChain
 calls nothing once the request is sent, once the child starts, or once the checkpoint is written), so they
