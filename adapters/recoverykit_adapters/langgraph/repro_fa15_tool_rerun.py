@@ -69,7 +69,8 @@ if __name__ == "__main__":
     child.wait()
     for _ in graph().stream(None, CONFIG):  # resume from the last checkpoint, as LangGraph documents
         pass
-    effects = open(EFFECTS).read().splitlines()
+    with open(EFFECTS) as f:
+        effects = f.read().splitlines()
     print("\n".join(effects))
     if len(effects) > 1:
         print(f"REPRODUCED: the tool's effect happened {len(effects)} times (data in {WORK})")
