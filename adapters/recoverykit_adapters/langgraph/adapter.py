@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import uuid
 
-from recoverykit.adapter import Adapter, Refused, Supervisor, observe
+from recoverykit.adapter import Adapter, Refused, Supervisor, identity, observe
 
 from .hooks import FAILPOINTS
 from .intent import connect, now, one, rows, tx
@@ -46,7 +46,12 @@ class LangGraphAdapter(Adapter):
         return self.procs.processes()
 
     def pending(self) -> list[dict]:
-        return rows(self.db, "SELECT work_id, status FROM runs WHERE desired='run' AND status IN ('queued','running')")
+        """Runnable work, and work a live worker is still in a step of (a paused item's LLM call in flight:
+        its answer and its usage are still to be written)."""
+        found = rows(self.db, "SELECT work_id, status, desired, busy_pid FROM runs WHERE (desired='run' AND status "
+                              "IN ('queued','running')) OR busy_pid IS NOT NULL")
+        return [{"work_id": r["work_id"], "status": "running" if r["desired"] != "run" else r["status"]}
+                for r in found if r["desired"] == "run" or identity(r["busy_pid"]) is not None]
 
     # --- user controls: durable before the reply ---------------------------------------------------------
 
@@ -56,7 +61,7 @@ class LangGraphAdapter(Adapter):
             if known:
                 return known
             work_id, input_id = f"w-{uuid.uuid4().hex[:10]}", f"in-{uuid.uuid4().hex[:10]}"
-            self.db.execute("INSERT INTO runs VALUES (?,?,?,'run','queued','queued',0,?,NULL,?)",
+            self.db.execute("INSERT INTO runs VALUES (?,?,?,'run','queued','queued',0,?,NULL,NULL,NULL,?)",
                             (work_id, req["session_id"], input_id, self.env.host_id, now()))
             self.db.execute("INSERT INTO inputs VALUES (?,?,?,?)", (input_id, req["client_msg_id"], work_id,
                                                                     req["text"]))

@@ -42,6 +42,11 @@ class RecoveryHooks(BaseCallbackHandler):
         self.db = connect(data_dir)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        """Attribution fixed before dispatch: a receipt that claims nothing, under the callback's run id (no
+        provider id exists yet); ``on_llm_end`` renames it to the response id the provider returns."""
+        with tx(self.db):
+            self.db.execute("INSERT OR IGNORE INTO receipts VALUES (?,?,NULL,NULL,'unknown',?)",
+                            (f"run-{kwargs.get('run_id')}", self.work_id, now()))
         failpoint("provider.request.before", self.work_id)
 
     def on_llm_end(self, response: Any, **kwargs: Any) -> None:
@@ -49,18 +54,15 @@ class RecoveryHooks(BaseCallbackHandler):
         output = response.llm_output or {}
         usage = output.get("token_usage") or {}
         known = usage.get("prompt_tokens") is not None and usage.get("completion_tokens") is not None
-        request_id = output.get("id") or f"run-{kwargs.get('run_id')}"  # the provider's response id (chatcmpl-...)
+        mine = f"run-{kwargs.get('run_id')}"
         with tx(self.db):
-            self.db.execute("INSERT OR REPLACE INTO receipts VALUES (?,?,?,?,?,?)",
-                            (request_id, self.work_id, usage.get("prompt_tokens") if known else None,
+            self.db.execute("UPDATE receipts SET request_id=?, prompt=?, completion=?, usage=? WHERE request_id=?",
+                            (output.get("id") or mine, usage.get("prompt_tokens") if known else None,
                              usage.get("completion_tokens") if known else None, "known" if known else "unknown",
-                             now()))
+                             mine))
 
     def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
-        """An attempt whose response never arrived: a receipt that claims nothing (usage unknown)."""
-        with tx(self.db):
-            self.db.execute("INSERT OR IGNORE INTO receipts VALUES (?,?,NULL,NULL,'unknown',?)",
-                            (f"run-{kwargs.get('run_id')}", self.work_id, now()))
+        """An attempt whose response never arrived whole: its receipt stays unknown, under the run id."""
 
     def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
         failpoint("tool.dispatch.before", self.work_id)

@@ -18,7 +18,7 @@ from pathlib import Path
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (work_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, input_id TEXT NOT NULL,
   desired TEXT NOT NULL, status TEXT NOT NULL, reason TEXT, cv INTEGER NOT NULL, host_id TEXT,
-  progress TEXT, created REAL NOT NULL);
+  progress TEXT, busy_pid INTEGER, served REAL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS inputs (input_id TEXT PRIMARY KEY, client_msg_id TEXT NOT NULL UNIQUE,
   work_id TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS turns (turn_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, ckey TEXT NOT NULL UNIQUE,

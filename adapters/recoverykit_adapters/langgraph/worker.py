@@ -3,7 +3,8 @@
 ``python -m recoverykit_adapters.langgraph.worker`` (started by the adapter with the kit's environment).
 For a work item whose input is not yet in its thread, the run starts with the input; otherwise it resumes
 with ``graph.stream(None, config)``, as LangGraph documents for recovery. Between steps it rereads the run
-intent: a Pause or End stops consuming the stream (the last completed step's checkpoint stays). One turn
+intent: a Pause or End stops consuming the stream (the last completed step's checkpoint stays), and so does
+another session's waiting work (sessions take turns step by step, FA-12). One turn
 per (work item, control version, checkpoint resumed from): a retry from the same checkpoint is the same
 turn, a resumption from a later one is a new turn continuing the last.
 """
@@ -30,6 +31,10 @@ class Stopped(Exception):
     """The user paused or ended the work item while it ran."""
 
 
+class Yielded(Exception):
+    """Another session's work is waiting: take turns (the work continues from this step's checkpoint)."""
+
+
 class Worker:
     def __init__(self) -> None:
         self.env = from_environment()
@@ -40,23 +45,36 @@ class Worker:
     def run(self) -> None:
         signal_ready()
         while True:
-            item = one(self.db, "SELECT * FROM runs WHERE desired='run' AND status IN ('queued','running') "
-                                "ORDER BY created LIMIT 1")
-            if item is None or self._earlier_open(item):
+            item = self.next_item()
+            if item is None:
                 time.sleep(POLL_S)
                 continue
+            with tx(self.db):  # quiesce waits for a step in flight, even one the user has paused meanwhile
+                self.db.execute("UPDATE runs SET busy_pid=? WHERE work_id=?", (os.getpid(), item["work_id"]))
             try:
                 self.step(item)
-            except Stopped:
+            except (Stopped, Yielded):
                 continue
             except Exception as exc:  # a provider error or a cut stream: the step is retried from its checkpoint
                 print(f"langgraph-worker: {item['work_id']} failed: {exc!r}; retrying", file=sys.stderr, flush=True)
                 time.sleep(0.3)
+            finally:
+                with tx(self.db):
+                    self.db.execute("UPDATE runs SET busy_pid=NULL WHERE work_id=?", (item["work_id"],))
 
-    def _earlier_open(self, item: dict) -> bool:
-        """A session is one thread: its requests run in order."""
-        return one(self.db, "SELECT 1 FROM runs WHERE session_id=? AND created<? AND desired='run'",
-                   (item["session_id"], item["created"])) is not None
+    def runnable(self) -> list[dict]:
+        """Runnable work, the first open request of each session (a session is one thread: its requests run in
+        order), least recently served first: sessions recovered together take turns, step by step."""
+        return rows(self.db, "SELECT * FROM runs r WHERE desired='run' AND status IN ('queued','running') AND NOT "
+                             "EXISTS (SELECT 1 FROM runs e WHERE e.session_id=r.session_id AND e.created<r.created "
+                             "AND e.desired='run') ORDER BY COALESCE(served, 0), created")
+
+    def next_item(self) -> dict | None:
+        found = self.runnable()
+        if found:
+            with tx(self.db):
+                self.db.execute("UPDATE runs SET served=? WHERE work_id=?", (now(), found[0]["work_id"]))
+        return found[0] if found else None
 
     def step(self, item: dict) -> None:
         work_id, cv = item["work_id"], item["cv"]
@@ -79,6 +97,11 @@ class Worker:
                                 (checkpoint.config["configurable"]["checkpoint_id"], work_id))
             if current["desired"] != "run" or current["cv"] != cv:
                 raise Stopped()
+            if any(r["session_id"] != item["session_id"] for r in self.runnable()):
+                with tx(self.db):  # another session waits: this turn ends here, the next one continues it
+                    self.db.execute("UPDATE turns SET status='completed' WHERE work_id=? AND status='active'",
+                                    (work_id,))
+                raise Yielded()
         if self.graph.get_state(config).next:
             return  # stopped between steps by an error the next claim retries
         with tx(self.db):
