@@ -30,15 +30,20 @@ def model(state: MessagesState) -> dict:  # a response whose two calls share the
     return {"messages": [AIMessage("", tool_calls=calls)]}
 
 
-g = StateGraph(MessagesState)
-g.add_node("model", model)
-g.add_node("tools", ToolNode([write_note]))
-g.add_edge(START, "model")
-g.add_edge("model", "tools")
-out = g.compile().invoke({"messages": [HumanMessage("write two notes")]})
-answers = [(m.tool_call_id, m.content) for m in out["messages"] if m.type == "tool"]
-print(f"tool calls run: {RAN}; tool messages: {answers}")
-if len(RAN) > 1:
-    print("REPRODUCED: both calls with the duplicate id ran, and their results carry the same tool_call_id")
-    sys.exit(1)
-print("not reproduced: the ambiguous response was refused")
+def main():
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([write_note]))
+    g.add_edge(START, "model")
+    g.add_edge("model", "tools")
+    out = g.compile().invoke({"messages": [HumanMessage("write two notes")]})
+    answers = [(m.tool_call_id, m.content) for m in out["messages"] if m.type == "tool"]
+    print(f"tool calls run: {RAN}; tool messages: {answers}")
+    if len(RAN) > 1:
+        print("REPRODUCED: both calls with the duplicate id ran, and their results carry the same tool_call_id")
+        sys.exit(1)
+    print("not reproduced: the ambiguous response was refused")
+
+
+if __name__ == "__main__":
+    main()

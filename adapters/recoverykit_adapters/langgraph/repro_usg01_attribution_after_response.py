@@ -49,16 +49,21 @@ class Ids(BaseCallbackHandler):
         SEEN["first_provider_id"] = (response.llm_output or {}).get("id")
 
 
-server = HTTPServer(("127.0.0.1", 0), Provider)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-llm = ChatOpenAI(model="m", base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="x", max_retries=0)
-llm.invoke("hello", config={"callbacks": [Ids()]})
-server.shutdown()
-header = SEEN["request_headers"].get("x-request-id")
-print(f"X-Request-Id sent: {header!r}; ids the callbacks had before dispatch: {SEEN['ids_before_dispatch']} "
-      f"(LangChain's own run ids, unknown to the provider); first provider id: {SEEN['first_provider_id']!r}, "
-      "seen in on_llm_end, after the provider answered")
-if header is None and SEEN["first_provider_id"]:
-    print("REPRODUCED: no id the provider knows exists before the attempt is answered")
-    sys.exit(1)
-print("not reproduced")
+def main():
+    server = HTTPServer(("127.0.0.1", 0), Provider)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    llm = ChatOpenAI(model="m", base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="x", max_retries=0)
+    llm.invoke("hello", config={"callbacks": [Ids()]})
+    server.shutdown()
+    header = SEEN["request_headers"].get("x-request-id")
+    print(f"X-Request-Id sent: {header!r}; ids the callbacks had before dispatch: {SEEN['ids_before_dispatch']} "
+          f"(LangChain's own run ids, unknown to the provider); first provider id: {SEEN['first_provider_id']!r}, "
+          "seen in on_llm_end, after the provider answered")
+    if header is None and SEEN["first_provider_id"]:
+        print("REPRODUCED: no id the provider knows exists before the attempt is answered")
+        sys.exit(1)
+    print("not reproduced")
+
+
+if __name__ == "__main__":
+    main()
