@@ -100,7 +100,10 @@ class Supervisor:
             deadline = time.monotonic() + timeout_s
             while not check():
                 if popen.poll() is not None or not child.alive():
-                    raise StartFailed(f"{role} {argv!r} exited with status {popen.poll()} while starting")
+                    # poll() says None while the reaper thread is inside wait(): wait for its status briefly
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        popen.wait(2)
+                    raise StartFailed(f"{role} {argv!r} exited with status {popen.returncode} while starting")
                 if time.monotonic() > deadline:
                     raise StartFailed(f"{role} {argv!r} did not become ready in {timeout_s}s")
                 time.sleep(0.01)
