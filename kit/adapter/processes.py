@@ -92,7 +92,7 @@ class Supervisor:
                                  stderr=sys.stderr.fileno(), close_fds=True)
         found = identity(popen.pid)
         child = Child(role, popen, found["create_time"] if found else None)
-        threading.Thread(target=popen.wait, daemon=True, name=f"reap-{popen.pid}").start()
+        threading.Thread(target=self._reap, args=(child,), daemon=True, name=f"reap-{popen.pid}").start()
         with self.lock:
             self.children.append(child)
         check = ready_file.exists if ready_file is not None else ready
@@ -110,6 +110,11 @@ class Supervisor:
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)
         return child
+
+    def _reap(self, child: Child) -> None:
+        """Wait for the process whoever ends it, and say so on stderr: a worker that died is evidence."""
+        code = child.popen.wait()
+        print(f"recoverykit.adapter: {child.role} {child.pid} exited with status {code}", file=sys.stderr, flush=True)
 
     def live(self, role: str | None = None) -> list[Child]:
         with self.lock:
