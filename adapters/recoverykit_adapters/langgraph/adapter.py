@@ -15,7 +15,9 @@ User controls are rows of the run-intent table (``intent``), saved before the re
 
 from __future__ import annotations
 
+import sqlite3
 import sys
+import threading
 import uuid
 
 from recoverykit.adapter import Adapter, Refused, Supervisor, identity, observe
@@ -31,8 +33,15 @@ class LangGraphAdapter(Adapter):
     observes = ["work_items", "turns", "usage_receipts"]
 
     def prepare(self) -> None:
-        self.db = connect(self.env.data_dir)
+        self.local = threading.local()  # requests overlap: one SQLite connection per thread, never shared
         self.procs = Supervisor()
+        connect(self.env.data_dir).close()  # the tables exist before the worker starts
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if getattr(self.local, "db", None) is None:
+            self.local.db = connect(self.env.data_dir)
+        return self.local.db
 
     def start_runtime(self) -> None:
         if not self.procs.live("worker"):
