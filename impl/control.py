@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-from . import resources
+from . import approvals, resources, waits
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -144,6 +144,14 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
         return control(db, op, req["work_id"], cfg)
     if op == "stop_all":
         return stop_all(db)
+    if op in ("approve", "deny"):
+        try:
+            return approvals.decide(db, req["approval_id"], "approved" if op == "approve" else "denied")
+        except approvals.DecisionError as exc:
+            raise ControlError(exc.code, exc.text) from exc
+    if op == "notify":
+        waits.save(db, req["notification_id"], req["handle"], req["version"], req["outcome"], "notify")
+        return {}
     if op == "ping":
         return {"pid": os.getpid()}
     raise ControlError("not_supported", f"the control process does not know {op!r}")

@@ -163,4 +163,6 @@ POINTS: tuple[str, ...] = (
     "tool.result.commit.before", "tool.result.commit.after",
     "completion.commit.before_projection",
     "recovery.claim.after", "recovery.repair.after", "recovery.decide.after",
+    "approval.consume.before", "approval.consume.after",
+    "wait.notify.before_admit", "wait.notify.after",
 )
