@@ -134,8 +134,9 @@ def _spec(points: Iterable[str]) -> str:
 
 def _submit_all(env: CaseEnv, scenario: Scenario) -> None:
     for session in scenario.sessions:
-        env.request_async("submit", session_id=f"dry-{scenario.id}-{session}", client_msg_id=f"{session}-1",
-                          text=f"dry run {script_tag(scenario.script_id(session))}")
+        kind, fields = scenario.open_request(session, f"dry-{scenario.id}-{session}", f"{session}-1",
+                                             f"dry run {script_tag(scenario.script_id(session))}")
+        env.request_async(kind, **fields)
 
 
 def _reports_settled(env: CaseEnv, quiet_s: float = 0.2, limit_s: float = 3.0) -> None:

@@ -163,4 +163,7 @@ POINTS: tuple[str, ...] = (
     "tool.result.commit.before", "tool.result.commit.after",
     "completion.commit.before_projection",
     "recovery.claim.after", "recovery.repair.after", "recovery.decide.after",
+    # Goals (impl/goals.py, impl/acceptance.py)
+    "todo.complete.before_acceptance", "acceptance.verifier.before", "acceptance.verifier.after",
+    "acceptance.achieve.before",
 )
