@@ -1389,8 +1389,8 @@ _GOALS = Profile.GOALS
 _GOAL_EVERY_POINT = Chaos(kinds=(_K.TREE_KILL,), clauses=("FA-08", "GOAL-04", "ACC-04"))
 SCENARIOS += (
     Scenario("goal_work_turns", "a Goal that needs three work turns and one acceptance", _GOALS, (THREE_TURNS,), (),
-             ("GOAL-01", "GOAL-04", "GOAL-10", "ACC-03", "ACC-04", "ACC-05", "ACC-07", "ACC-09", "UI-04",
-              "UI-06", "USG-15"), drive_three_turns, _GOAL_EVERY_POINT),
+             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "UI-04", "UI-06", "USG-15"),
+             drive_three_turns, _GOAL_EVERY_POINT),
     Scenario("goal_restart", "a Goal killed mid-work continues by itself; achieved stays achieved", _GOALS,
              (RESTARTED,), (), ("GOAL-01", "GOAL-06", "RI-02"), drive_restart,
              Chaos(none="its kill is the scenario; goal_work_turns's chaos cells kill the same Goal at every "
@@ -1399,10 +1399,11 @@ SCENARIOS += (
              ("ACC-06", "ACC-10", "GOAL-04"), drive_until_settled("gu"),
              Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
     Scenario("goal_missing_evidence", "the verifier says met without evidence: back to work, never achieved on it",
-             _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "ACC-08", "GOAL-04"), drive_until_settled("gm"),
+             _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "GOAL-04"), drive_until_settled("gm"),
              Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
     Scenario("goal_revision_verifying", "the objective is revised while the verifier answers: the old acceptance "
-             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04"), drive_revision_during_verifying,
+             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04", "USG-08"),
+             drive_revision_during_verifying,
              Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
                         "revision")),
     Scenario("goal_pause_verifying", "the user pauses while the verifier answers: paused stays paused, Resume "
@@ -1411,10 +1412,10 @@ SCENARIOS += (
              Chaos(none="the Pause must land while the verifier's request is held; goal_work_turns's chaos cells "
                         "restart at every acceptance point")),
     Scenario("goal_blocker", "the same blocker twice with no other work blocks; with independent work the Goal "
-             "goes on", _GOALS, (BLOCKED, INDEPENDENT), (), ("GOAL-07", "GOAL-09"), drive_blocker,
+             "goes on", _GOALS, (BLOCKED, INDEPENDENT), (), ("GOAL-07", "GOAL-09", "UI-04"), drive_blocker,
              Chaos(kinds=(_K.TREE_KILL,), points=("completion.commit.before_projection",))),
     Scenario("goal_budget_unknown_cost", "a hard budget, then a response whose usage is unknown: paid admission "
-             "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16", "USG-17"), drive_unknown_cost,
+             "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16",), drive_unknown_cost,
              Chaos(none="the pause is reached without a fault; a restart after it is goal_budget_raised's")),
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17"), drive_budget_raised,
