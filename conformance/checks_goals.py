@@ -17,7 +17,8 @@ created, revised, paused, resumed, ended a Goal or changed its budget. Checks:
 - ``check_objective_kept`` (kit): the Goal's first worker request carries its objective verbatim (ACC-01).
 - ``check_budget_admission`` (kit): under a hard token budget, no request after a response whose usage the runtime
   could not read, until a budget change (USG-16); none after the reported usage reached the limit (USG-17); a
-  Goal created without a budget is never stopped for one (USG-15).
+  Goal created without a budget is never stopped for one (USG-15); a verifier request is paid admission too, so one
+  over the budget breaks ACC-09 as well (verification keeps the budget rules).
 - ``check_blocked`` (kit): a Goal observed blocked had, in its last two worker answers, the same blocker and no
   Todo left that does not wait on it (GOAL-07); a Goal stopped with no blocker reported at all was capped by a
   round count (GOAL-09).
@@ -248,7 +249,7 @@ def _usage_tokens(c: Call) -> int | None:
 
 @kit_evidence
 def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
-    problems: dict[str, list[str]] = {"USG-16": [], "USG-17": [], "USG-15": []}
+    problems: dict[str, list[str]] = {"USG-16": [], "USG-17": [], "USG-15": [], "ACC-09": []}
     judged = {k: 0 for k in problems}
     for g in goal_runs(ev):
         every = sorted(g.worker + g.verifier, key=lambda c: c.request["time"])
@@ -272,6 +273,9 @@ def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
             if exhausted_at is not None and changed < exhausted_at:
                 problems["USG-17"].append(f"request {c.request.get('request_id')} of Goal {g.goal_id} was admitted "
                                           f"after the reported usage reached its {limit}-token budget")
+                if c.request.get("role") == VERIFIER:
+                    problems["ACC-09"].append(f"verifier request {c.request.get('request_id')} of Goal {g.goal_id} "
+                                              "was admitted over the Goal's budget")
             if c.response is None:
                 continue
             tokens = _usage_tokens(c)
@@ -283,6 +287,7 @@ def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
                 if spent >= limit and exhausted_at is None:
                     exhausted_at = c.response["time"]
                     judged["USG-17"] += 1
+                    judged["ACC-09"] += any(_submits_or_finishes(_text(w)) for w in g.worker if w is c)
     out = []
     for clause_id, found in problems.items():
         out += _judgement(clause_id, found, judged[clause_id], "no Goal reached that budget condition",

@@ -1418,7 +1418,7 @@ SCENARIOS += (
              "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16",), drive_unknown_cost,
              Chaos(none="the pause is reached without a fault; a restart after it is goal_budget_raised's")),
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
-             "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17"), drive_budget_raised,
+             "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -107,9 +107,9 @@ INDEPENDENT = goal_script("gi", [work("[[goal:todo t1]] [[goal:todo t2]] [[goal:
                           {3: verdict("met", 2)})
 UNKNOWN_COST = goal_script("gc", [work("[[goal:todo t1]] step one"), work("[[goal:done t1]] step two")],
                            {2: verdict("met", 1)}, usage="none")
-EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("two"), work("[[goal:done t1]] three")],
-                        {3: verdict("met", 2)})
-EXHAUST_LIMIT = {"max_tokens": 60, "max_cost_usd": None}  # 42 tokens a step: exhausted after the second
+EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("[[goal:done t1]] two")], {2: verdict("met", 1)})
+# 42 tokens a step: the second step reaches the limit just as the Todo is done, so acceptance waits for the budget
+EXHAUST_LIMIT = {"max_tokens": 60, "max_cost_usd": None}
 UNKNOWN_COST_LIMIT = {"max_tokens": 100000, "max_cost_usd": None}
 
 
