@@ -175,7 +175,9 @@ def _environment_hits(env: CaseEnv, scenario: Scenario) -> dict[str, int]:
     """Points the kit holds itself: requested steps per script (ledger), probe executions (witness)."""
     steps: dict[str, set[int]] = {}
     for record in env.provider.records():
-        if record.get("event") == "request" and record.get("script_id") is not None:
+        # a Goal's verifier request is held at the acceptance points, not as one of the script's worker steps
+        worker = record.get("role") != "verifier"
+        if record.get("event") == "request" and record.get("script_id") is not None and worker:
             steps.setdefault(record["script_id"], set()).add(int(record.get("step") or 0))
     mine = {s for s in scenario.sessions}
     most = max((len(v) for k, v in steps.items() if k in mine), default=0)
