@@ -90,6 +90,13 @@ def goal_runs(ev: Evidence) -> list[GoalRun]:
     return list(out.values())
 
 
+def has_goals(ev: Evidence) -> bool:
+    """The run created or observed a Goal (else the Goal checks say nothing: an adapter without the profile keeps
+    its clauses not applicable)."""
+    return any(invoke.f == "goal_create" for invoke in ev.history.ops if invoke.type == "invoke") or any(
+        o.snapshot.get("goals") for o in ev.snapshots())
+
+
 def first_seen(ev: Evidence, goal_id: str, states: set[str]) -> tuple[float, dict] | None:
     for o in ev.snapshots():
         for g in o.snapshot.get("goals") or []:
@@ -117,6 +124,8 @@ def _delivered_before(cs: list[Call], t: float) -> list[Call]:
 
 @kit_evidence
 def check_achieved_was_verified(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems: dict[str, list[str]] = {k: [] for k in ("GOAL-04", "ACC-06", "GOAL-02", "GOAL-05", "ACC-10", "GOAL-06",
                                                       "FA-08")}
     judged = {k: 0 for k in problems}
@@ -172,6 +181,8 @@ def check_achieved_was_verified(ev: Evidence) -> list[ClauseResult]:
 
 @kit_evidence
 def check_verifier_read_only(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems, n = [], 0
     for g in goal_runs(ev):
         for c in g.verifier:
@@ -190,6 +201,8 @@ def _submits_or_finishes(text: str) -> bool:
 
 @kit_evidence
 def check_no_second_judge(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems, n = [], 0
     for g in goal_runs(ev):
         for v in g.verifier:
@@ -203,6 +216,8 @@ def check_no_second_judge(ev: Evidence) -> list[ClauseResult]:
 
 @kit_evidence
 def check_verifier_text_stays_internal(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems, n = [], 0
     for g in goal_runs(ev):
         for v in g.verifier:
@@ -225,6 +240,8 @@ def check_verifier_text_stays_internal(ev: Evidence) -> list[ClauseResult]:
 
 @kit_evidence
 def check_objective_kept(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems, n = [], 0
     objectives = {}
     for invoke, done in ev.history.completions():
@@ -249,6 +266,8 @@ def _usage_tokens(c: Call) -> int | None:
 
 @kit_evidence
 def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems: dict[str, list[str]] = {"USG-16": [], "USG-17": [], "USG-15": [], "ACC-09": []}
     judged = {k: 0 for k in problems}
     for g in goal_runs(ev):
@@ -321,6 +340,8 @@ def _blocker(text: str) -> str | None:
 
 @kit_evidence
 def check_blocked(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems: dict[str, list[str]] = {"GOAL-07": [], "GOAL-09": []}
     n = 0
     for g in goal_runs(ev):
@@ -350,6 +371,8 @@ def check_blocked(ev: Evidence) -> list[ClauseResult]:
 def check_goal_flags(ev: Evidence) -> list[ClauseResult]:
     """UI-04 on the flags; GOAL-01 on state versus phase: a phase is worked in, so only an active (or blocked)
     Goal has one; a paused or terminal Goal has none."""
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems, phases, n = [], [], 0
     for o in ev.snapshots():
         for g in o.snapshot.get("goals") or []:
@@ -375,6 +398,8 @@ def check_goal_flags(ev: Evidence) -> list[ClauseResult]:
 
 
 def check_receipt_revision(ev: Evidence) -> list[ClauseResult]:
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
     problems, n = [], 0
     runs = {g.work_id: g for g in goal_runs(ev)}
     final = ev.history.final_observation()

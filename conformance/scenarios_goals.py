@@ -127,6 +127,8 @@ def drive_restart(run: Run) -> list[ClauseResult]:
     """An active Goal is killed mid-work and continues by itself; an achieved one stays achieved."""
     run.start()
     created = create(run, "gk")
+    if created is None:
+        return [_result("GOAL-01", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gk", step=1)
     run.kill("tree_kill")
     run.provider.release(cut=True)
