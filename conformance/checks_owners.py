@@ -226,6 +226,16 @@ def _unfinished(attempts: list, before: float) -> set[str]:
     return asked - done
 
 
+def _death_times(ev: Evidence) -> dict[int, float]:
+    """When the kit killed (or saw die at an armed crash) each pid: a process sends nothing after that."""
+    out: dict[int, float] = {}
+    for f in ev.history.faults:
+        if f.kind not in ("process_pause", "process_continue"):
+            for pid in f.detail.get("killed") or f.detail.get("pids") or []:
+                out.setdefault(pid, f.time)
+    return out
+
+
 def check_host_change(ev: Evidence) -> list[ClauseResult]:
     """OWN-03 single-host recovery never silently becomes a cross-host takeover; FA-02 host-restart semantics
     through process-identity changes: work meant to run is recovered, never read as a Pause, never taken over.
@@ -246,6 +256,13 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
         return [_result(c, Verdict.UNKNOWN, "the kit never started the runtime under another host identity")
                 for c in ("OWN-03", "FA-02")]
     attempts = [c for c in calls(ev.ledger) if c.request.get("script_id") and c.request.get("sender_pid")]
+    died = _death_times(ev)
+
+    def sent(c) -> float:
+        """The request's time, or its sender's death if the kit logged it later (under load it can): a killed
+        process sent it before it died, under the host identity it was started with."""
+        return min(c.request["time"], died.get(c.request["sender_pid"], float("inf")))
+
     takeovers, judged, recovered, lost, paused = [], [], [], [], []
     for i, t, host in changes:
         until = starts[i + 1][0] if i + 1 < len(starts) else float("inf")
@@ -255,14 +272,14 @@ def check_host_change(ev: Evidence) -> list[ClauseResult]:
         if user < until:
             continue
         owner = {}
-        for c in sorted((c for c in attempts if c.request["time"] < t), key=lambda c: c.request["time"]):
-            owner[c.request["script_id"]] = host_at(c.request["time"])
+        for c in sorted((c for c in attempts if sent(c) < t), key=sent):
+            owner[c.request["script_id"]] = host_at(sent(c))
         away = {sc for sc in _unfinished(attempts, t) if owner.get(sc) not in (None, host)}
         judged += sorted(away)
         takeovers += [f"script {c.request['script_id']}: request {c.request.get('request_id')} from pid "
                       f"{c.request['sender_pid']} under host {host!r}, though its owner was on host "
                       f"{owner[c.request['script_id']]!r}: a silent cross-host takeover" for c in attempts
-                      if c.request["script_id"] in away and t < c.request["time"] < until]
+                      if c.request["script_id"] in away and t < sent(c) < until]
         for script_id in sorted(away):
             back = next((tb for tb, hb in starts[i + 1:] if hb == owner[script_id]), None)
             if back is None:

@@ -163,19 +163,25 @@ def kin(adapter_pid: int, files: Collection[str]) -> list[psutil.Process]:
 
 
 def _unmarked(found: list[psutil.Process], adapter_pid: int, marker: str | None) -> list[psutil.Process]:
-    """Of ``found``, those that really escaped: no marker and not under the adapter, also a moment later (a
-    process forked or exec'ing right now shows its parent and its environment a little late)."""
+    """Of ``found``, those that really escaped: no marker and not under the adapter, still so a while later (a
+    process forked or exec'ing right now shows its parent and its environment a little late, and one exiting
+    shows no environment at all; on a loaded machine either can last tens of milliseconds)."""
     def escaped(p: psutil.Process) -> bool:
         try:
             if adapter_pid in {a.pid for a in p.parents()}:
                 return False
         except psutil.Error:
             return False  # gone: nothing to report
-        return not marker or proc_markers.value_of(p.pid, MARKER_ENV) != marker
+        if not marker:
+            return True
+        return proc_markers.has_memory(p.pid) and proc_markers.value_of(p.pid, MARKER_ENV) != marker
     suspects = [p for p in found if escaped(p)]
-    if suspects:
-        time.sleep(0.05)
-    return [p for p in suspects if alive(p) and escaped(p)]
+    for pause in (0.05, 0.1, 0.25):
+        if not suspects:
+            break
+        time.sleep(pause)
+        suspects = [p for p in suspects if alive(p) and escaped(p)]
+    return suspects
 
 
 def _linux_proc() -> bool:

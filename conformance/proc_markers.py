@@ -76,3 +76,19 @@ def value_of(pid: int, name: str) -> str | None:
             return _value(fh.read(), name.encode() + b"=")
     except OSError:
         return None
+
+
+
+
+def has_memory(pid: int) -> bool:
+    """Whether the process still has its memory (its executable link). One that is exiting (memory released,
+    not yet a zombie) shows no environment: the absence of a marker there proves nothing, while a live
+    process started with an empty environment still has its executable."""
+    if not _linux():
+        with contextlib.suppress(psutil.Error, OSError):
+            return bool(psutil.Process(pid).exe())
+        return False
+    try:
+        return bool(os.readlink(f"{_PROC}/{pid}/exe"))
+    except OSError:
+        return False

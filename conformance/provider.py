@@ -236,12 +236,15 @@ class ScriptedProvider:
 
     def admit(self, body: dict[str, Any], header_request_id: str | None,
               idempotency_key: str | None = None, sender: dict[str, Any] | None = None,
-              authorization: str | None = None, role: str | None = None,
+              authorization: str | None = None, arrived: float | None = None, role: str | None = None,
               ) -> tuple[Planned | None, str, int, str]:
         """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits.
 
-        A request marked ``verifier`` (Goal acceptance) is answered from the script's ``verifier`` replies, by how
-        many worker steps were delivered before it; every other request is a worker request."""
+        ``arrived`` (the handler's first look at the request) is the ledger's time for it: under load the
+        handler may reach this point well after the runtime sent the request, even after the kit killed the
+        sender, and checks order requests against faults by this time. A request marked ``verifier`` (Goal
+        acceptance) is answered from the script's ``verifier`` replies, by how many worker steps were delivered
+        before it; every other request is a worker request."""
         role = VERIFIER if (role or "").strip().lower() == VERIFIER else "worker"
         script, step_index, why = self.script.select(body.get("messages", []))
         if script is not None:
@@ -277,7 +280,7 @@ class ScriptedProvider:
                            model=body.get("model"), api_key_sha256=key_fingerprint(bearer_key(authorization)),
                            idempotency_key=idempotency_key, role=role,
                            sender_pid=(sender or {}).get("pid"), sender_create_time=(sender or {}).get("create_time"),
-                           **_conversation(body))
+                           **_conversation(body), **({"time": arrived} if arrived is not None else {}))
         if step is None:
             return None, why, seq, request_id
         return Planned(seq, request_id, attempt, script, step_index, step, response_id), "", seq, request_id

@@ -168,6 +168,7 @@ class Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = _not_allowed
 
     def do_POST(self) -> None:
+        arrived = time.time()  # before the body is read and the sender looked up: a loaded kit logs late
         if self.path.startswith(KIT_PREFIX) and not self._kit_allowed():
             return
         length = self._body_length()
@@ -193,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             self._sender = sender_of(self.client_address, self.server.server_address)
         plan, why, seq, request_id = self.provider.admit(
             body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), sender=self._sender,
-            authorization=authorization, role=self.headers.get(ROLE_HEADER))
+            authorization=authorization, arrived=arrived, role=self.headers.get(ROLE_HEADER))
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,

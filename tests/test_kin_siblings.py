@@ -59,3 +59,22 @@ def with_kill(pid: int) -> None:
 
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_without_memory_is_no_proof_of_a_dropped_marker():
+    """An exiting process (memory released, not yet a zombie) shows no environment; chaos once reported such a
+    process as having dropped the run marker. ``has_memory`` tells it from a live one started with an empty
+    environment, which still shows its command line."""
+    import subprocess
+    import sys
+
+    from recoverykit.conformance import proc_markers
+    assert proc_markers.has_memory(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env={})
+    try:
+        assert proc_markers.has_memory(child.pid)
+        assert proc_markers.value_of(child.pid, "RECOVERYKIT_RUN_MARKER") is None
+    finally:
+        child.kill()
+        child.wait()
+    assert not proc_markers.has_memory(child.pid)  # reaped: gone
