@@ -26,6 +26,8 @@ created, revised, paused, resumed, ended a Goal or changed its budget. Checks:
   working / waiting / verifying are phases of a Goal that works, never of a paused or terminal one (GOAL-01).
 - ``check_receipt_revision`` (self-reported receipts, kit times): a receipt keeps the revision its request was sent
   under, also when it settles after a revision (USG-08).
+- ``check_chat_not_attributed`` (self-reported receipts): ordinary chat the kit submitted beside a paused Goal is
+  attributed to no Goal (USG-02).
 
 The worker's Goal actions are the kit's scripted directives (docs/adapter-guide.md, "Goals").
 """
@@ -423,8 +425,23 @@ def check_receipt_revision(ev: Evidence) -> list[ClauseResult]:
     return _judgement("USG-08", problems, n, "no receipt of a revised Goal", f"{n} receipt(s) keep their revision")
 
 
+def check_chat_not_attributed(ev: Evidence) -> list[ClauseResult]:
+    """USG-02: a receipt of an ordinary chat request the kit submitted names no Goal."""
+    if not has_goals(ev):
+        return []
+    chat = {done.value["work_id"] for invoke, done in ev.history.completions()
+            if invoke.f == "submit" and done is not None and done.type == "ok" and "work_id" in done.value}
+    final = ev.history.final_observation()
+    receipts = [r for r in (final.snapshot.get("usage_receipts") or []) if r.get("work_id") in chat] if final else []
+    problems = [f"receipt {r.get('receipt_id')} of ordinary chat {r.get('work_id')} is attributed to Goal "
+                f"{r.get('goal_id')}" for r in receipts if r.get("goal_id") is not None]
+    return _judgement("USG-02", problems, len(receipts), "no receipt of ordinary chat beside a Goal",
+                      f"{len(receipts)} chat receipt(s) beside a Goal, none attributed to it")
+
+
 GOAL_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_achieved_was_verified, check_verifier_read_only, check_no_second_judge, check_verifier_text_stays_internal,
-    check_objective_kept, check_budget_admission, check_blocked, check_goal_flags, check_receipt_revision)
+    check_objective_kept, check_budget_admission, check_blocked, check_goal_flags, check_receipt_revision,
+    check_chat_not_attributed)
 
 __all__ = ["GOAL_CHECKS", "GoalRun", "goal_runs"]

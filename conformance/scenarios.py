@@ -1366,6 +1366,7 @@ SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 # --- Goals (profile goals): scripts and drives in conformance/scenarios_goals.py --------------------------------
 from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     BLOCKED,
+    CHAT_BESIDE,
     EXHAUSTED,
     INDEPENDENT,
     MISSING_EVIDENCE,
@@ -1407,7 +1408,8 @@ SCENARIOS += (
              Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
                         "revision")),
     Scenario("goal_pause_verifying", "the user pauses while the verifier answers: paused stays paused, Resume "
-             "verifies again", _GOALS, (PAUSED,), (), ("GOAL-04", "GOAL-05", "RI-03"),
+             "verifies again; ordinary chat meanwhile is not the Goal's", _GOALS, (PAUSED, CHAT_BESIDE), (),
+             ("GOAL-04", "GOAL-05", "RI-03", "USG-02"),
              drive_pause_during_verifying,
              Chaos(none="the Pause must land while the verifier's request is held; goal_work_turns's chaos cells "
                         "restart at every acceptance point")),

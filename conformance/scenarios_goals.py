@@ -99,6 +99,7 @@ REVISED = goal_script("gr", [work("[[goal:candidate]] the first objective done")
                              work("[[goal:candidate]] the revised objective done")],
                       {1: verdict("met", 0, faults=HOLD_VERIFIER), 2: verdict("met", 1)})
 PAUSED = goal_script("gp", [work("[[goal:candidate]] done")], {1: verdict("met", 0, faults=HOLD_VERIFIER)})
+CHAT_BESIDE = {"id": "gpc", "usage_style": "final", "steps": [work("an ordinary answer")]}
 BLOCKED = goal_script("gb", [work("[[goal:todo t1]] [[goal:blocker dep on=t1]] waiting for the dependency"),
                              work("[[goal:blocker dep on=t1]] still waiting for the dependency")], {})
 INDEPENDENT = goal_script("gi", [work("[[goal:todo t1]] [[goal:todo t2]] [[goal:blocker dep on=t1]] t1 waits"),
@@ -175,6 +176,8 @@ def drive_pause_during_verifying(run: Run) -> list[ClauseResult]:
     run.provider.release()
     _, paused = run.settle(GOAL_SETTLE_S)
     out = [expect_state(paused, created, {"paused"}, "GOAL-04", "after a Pause during verifying")]
+    run.op("submit", session_id="s-gpc", text=f"{script_tag('gpc')} ordinary chat", client_msg_id="c-gpc-1")
+    run.settle(GOAL_SETTLE_S)  # ordinary chat while the Goal is paused: none of its usage is the Goal's (USG-02)
     run.op("resume", work_id=created["work_id"])
     _, final = run.settle(GOAL_SETTLE_S)
     out.append(expect_state(final, created, {"achieved"}, "GOAL-05", "after Resume: acceptance again, then achieved"))

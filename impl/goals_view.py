@@ -39,3 +39,12 @@ def snapshot_goals(goals: list[dict], items: dict[str, dict], accepted: dict[str
                 "requests_usage_unknown": None},
             "acceptance": acc["outcome"] if acc and acc["revision"] == g["revision"] and acc["valid"] else None})
     return out
+
+
+def receipt_attribution(receipt: dict, goal_by_work: dict[str, dict]) -> dict:
+    """A receipt's Goal and revision as fixed before its request was sent (null for ordinary chat)."""
+    goal = goal_by_work.get(receipt["work_id"])
+    if goal is None:
+        return {"goal_id": None, "revision": None}
+    return {"goal_id": goal["goal_id"], "revision": receipt["objective_revision"]}
+

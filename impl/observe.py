@@ -15,7 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from .goals_view import snapshot_goals
+from .goals_view import receipt_attribution, snapshot_goals
 from .schema import (
     RUNTIME_MIGRATIONS,
     STORAGE_ACTIONS,
@@ -144,8 +144,7 @@ def snapshot(data_dir: Path) -> dict:
         "approvals": None,
         "usage_receipts": [{"receipt_id": r["request_id"], "work_id": r["work_id"], "request_id": r["request_id"],
                             "attempt": r["attempt"],
-                            "goal_id": goal_by_work[r["work_id"]]["goal_id"] if r["work_id"] in goal_by_work else None,
-                            "revision": r["objective_revision"] if r["work_id"] in goal_by_work else None,
+                            **receipt_attribution(r, goal_by_work),
                             "prompt_tokens": r["prompt_tokens"] if r["state"] in ("known", "partial") else None,
                             "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
                             "usage": _USAGE_STATES[r["state"]]} for r in receipts],

@@ -580,7 +580,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-01", _S, _CHAT, "MLH", SEED_000, COST,
        "A provider request's goal_id, revision, turn_id and request_id are fixed before it is dispatched.",
        "Fix goal_id / revision / turn_id / request_id before dispatch.", points=("provider.request.before",)),
-    _c("USG-02", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-02", _S, _GOALS, "MLH", SEED_000, COST,
        "Ordinary chat after a Goal is paused carries no attribution to that Goal.",
        "Ordinary chat after pausing has no old Goal attribution."),
     _c("USG-03", _S, _CHAT, "MH", SEED_000, COST,
@@ -1077,9 +1077,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
     "CTL-06": NotJudged(
         "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
         "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
-    "USG-02": NotJudged(
-        "Needs ordinary chat in a Goal's session after a Pause, and receipts attributed per Goal; no Goal scenario "
-        "submits chat beside a Goal yet.", observable=True),
     "USG-06": NotJudged(
         "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null); a receipt written "
         "before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
