@@ -516,6 +516,7 @@ def check(ev: Evidence) -> list[ClauseResult]:
 def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     """Every history check, in the order ``check`` runs them (the judging registry reads this too)."""
     from recoverykit.conformance.checks_acceptance import ACCEPTANCE_CHECKS
+    from recoverykit.conformance.checks_approvals import APPROVAL_CHECKS
     from recoverykit.conformance.checks_attempts import ATTEMPT_CHECKS
     from recoverykit.conformance.checks_backoff import BACKOFF_CHECKS
     from recoverykit.conformance.checks_crosscheck import CROSS_CHECKS  # they build on this module's types
@@ -534,10 +535,11 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_requests import REQUEST_CHECKS
     from recoverykit.conformance.checks_resources import RESOURCE_CHECKS
     from recoverykit.conformance.checks_storage import STORAGE_CHECKS
+    from recoverykit.conformance.checks_waits import WAIT_CHECKS
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
             *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *REPAIR_CHECKS, *ACCEPTANCE_CHECKS,
-            *GOAL_CHECKS)
+            *GOAL_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _stops, kit_evidence
+from recoverykit.conformance.checks_approvals import granted_at
 from recoverykit.conformance.history import Fault, restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
@@ -102,7 +103,12 @@ def _asked(call: Call) -> list[tuple[str, str, bool]]:
 
 
 def _ran(ev: Evidence, token: str) -> bool:
-    return ev.witness is not None and ev.witness.count(token) > 0
+    """The call ran without the user's one-time approval (profile approvals: an approved call may run; whether
+    it ran once under its own approval is judged by ``checks_approvals``)."""
+    if ev.witness is None:
+        return False
+    granted = granted_at(ev).get(token)
+    return any(granted is None or e.started < granted for e in ev.witness.by_token(token))
 
 
 def _verdict(clause_id: str, problems: list[str], judged: int, none: str, held: str) -> ClauseResult:

@@ -353,6 +353,20 @@ class Run:
         folder.mkdir(exist_ok=True)
         (folder / "ALL").touch()
 
+    @property
+    def external_dir(self) -> Path:
+        """Where the scripted external operations keep their state (profile waits; ``probe --external``)."""
+        from recoverykit.conformance.probe_tools import external_dir
+        return Path(external_dir(self.witness_path))
+
+    def external(self, handle: str, state: str, version: str = "1") -> None:
+        """Set a scripted external operation's state (``running``, ``completed``, ``failed``, or ``hang``: its
+        queries never answer); recorded as a fault of the kit's that takes nothing down."""
+        from recoverykit.conformance.probe import write_state
+        write_state(str(self.external_dir / f"{Path(handle).name}.json"),
+                    {"handle": handle, "state": state, "version": version})
+        self.recorder.fault("external_state", handle=handle, state=state, version=version)
+
     def wait_held(self, timeout_s: float = 10.0, **match: Any):
         return self.provider.wait_for_held(timeout_s, **match)
 

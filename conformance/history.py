@@ -55,9 +55,10 @@ class Fault:
 Event = Op | Observation | Fault
 
 # Faults of the kit's that take no runtime process down: a clock jump, a resource taken away or given back,
-# a process paused (SIGSTOP) or let go on (SIGCONT). Checks about restarts ignore them.
+# a process paused (SIGSTOP) or let go on (SIGCONT), the state of a scripted external operation set (profile
+# waits). Checks about restarts ignore them.
 NOT_A_RESTART = frozenset({"clock_jump", "resource_missing", "resource_restored", "process_pause",
-                           "process_continue"})
+                           "process_continue", "external_state"})
 
 
 def restarts(history: History) -> list[Fault]:

@@ -18,6 +18,15 @@ argv (fixed by the kit, passed in ``init``): ``--witness PATH --name NAME --effe
 - ``detach``: start a new session first (survives a kill of the caller's process group);
 - ``output``: text echoed in the result.
 
+A probe declared with ``--external DIR`` is the scripted external operation a runtime waits on (profile
+``waits``): run as a call, it starts operation ``op-<probe_token>`` (version 1, state ``running``, in
+``DIR/<handle>.json``) and its result carries ``"wait": {"handle", "version"}``; run with the argument
+``{"query": HANDLE}`` it records one ``query`` line in the witness log (never an execution) and prints the
+operation's state as the kit set it (``running``, ``completed``, ``failed``); state ``hang`` makes the query
+never answer (the runtime's query times out; the operation has not stopped). With the argument
+``complete_after_s`` the operation completes by itself that long after it started (every query line carries
+``complete_at``), so a run needs no move of the kit's to end it (chaos's cases).
+
 Witness: one JSON line per phase (``start`` when the effect begins, with the directory the tool runs in
 and its declared version; ``finish`` when it is done; ``emitted`` once its result is out),
 each one ``os.write`` on an ``O_APPEND`` descriptor, so concurrent probes never interleave. The
@@ -33,9 +42,10 @@ import time
 HOLD_POINT = "tool.finished.uncommitted"
 # name -> required; parsed by hand: every tool call pays this process's start, and argparse, socket and
 # uuid cost ~25 ms to import (socket is imported only to hold)
-OPTIONS = {"--witness": True, "--name": True, "--effect-class": True, "--tool-version": False, "--broker": False}
+OPTIONS = {"--witness": True, "--name": True, "--effect-class": True, "--tool-version": False, "--broker": False,
+           "--external": False}
 USAGE = ("usage: probe --witness PATH --name NAME --effect-class CLASS [--tool-version V] [--broker SOCKET] "
-         "[ARGUMENTS_JSON]")
+         "[--external DIR] [ARGUMENTS_JSON]")
 
 
 class Args:
@@ -43,6 +53,7 @@ class Args:
         self.witness, self.name = values["--witness"], values["--name"]
         self.effect_class, self.tool_version = values["--effect-class"], values.get("--tool-version") or "1"
         self.broker, self.arguments = values.get("--broker"), arguments
+        self.external = values.get("--external")
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -173,6 +184,34 @@ def hold(broker: str | None, witness_path: str, token: str, work_id: str) -> Non
         time.sleep(0.02)
 
 
+def write_state(path: str, state: dict) -> None:
+    """An external operation's state, replaced atomically (the kit and the probe both write it this way)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(dumps(state))
+    os.replace(tmp, path)
+
+
+def query(ns: Args, handle: str) -> int:
+    """One reconciliation query: a witness line, then the operation's state (``hang``: no answer, ever)."""
+    try:
+        with open(os.path.join(ns.external, os.path.basename(handle) + ".json")) as fh:
+            state = loads(fh.read())
+    except (OSError, ValueError):
+        state = {"handle": handle, "state": "unknown", "version": None}
+    if state.get("state") == "running" and state.get("complete_at") is not None and time.time() >= state["complete_at"]:
+        state["state"] = "completed"  # it completed by itself (``complete_after_s``); the witness line says when
+    witness(ns.witness, {"phase": "query", "tool": ns.name, "handle": handle, "state": state.get("state"),
+                         "version": state.get("version"), "complete_at": state.get("complete_at"),
+                         "pid": os.getpid(), "time": time.time(),
+                         "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")})
+    while state.get("state") == "hang":  # the query never answers; the runtime must time it out
+        time.sleep(3600)
+    sys.stdout.write(dumps({"handle": handle, "state": state.get("state"), "version": state.get("version")}) + "\n")
+    return 0
+
+
 def _cwd() -> str | None:
     """The directory the runtime ran this tool in (None if it was removed under it)."""
     try:
@@ -190,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         sys.stdout.write(dumps({"tool": ns.name, "outcome": "bad_arguments", "error": str(exc)}) + "\n")
         return 64
+    if ns.external and "query" in args:
+        return query(ns, str(args["query"]))
     if args.get("detach"):
         os.setsid()
     token = str(args.get("probe_token") or f"untracked-{os.urandom(16).hex()}")
@@ -199,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
             "marker": os.environ.get("RECOVERYKIT_RUN_MARKER")}
     witness(ns.witness, {**base, "phase": "start", "time": time.time(), "sleep_s": args.get("sleep_s", 0),
                          "hold": bool(args.get("hold")), "emits": True, "cwd": _cwd()})
+    if ns.external:  # start the operation: it completes when the kit says, or by itself after complete_after_s
+        path = os.path.join(ns.external, f"op-{token}.json")
+        if not os.path.exists(path):
+            after = args.get("complete_after_s")
+            write_state(path, {"handle": f"op-{token}", "state": "running", "version": "1",
+                               "complete_at": None if after is None else time.time() + float(after)})
     if args.get("sleep_s"):
         time.sleep(float(args["sleep_s"]))
     outcome = "ok" if exit_code == 0 else "failed"
@@ -207,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         hold(ns.broker, ns.witness, token, work_id=token)
     result = {"probe_token": token, "tool": ns.name, "pid": os.getpid(), "outcome": outcome,
               "output": args.get("output", f"{ns.name} ran")}
+    if ns.external:  # the scripted external operation started; the runtime waits on it by handle and version
+        result["wait"] = {"handle": f"op-{token}", "version": "1"}
     try:
         sys.stdout.write(dumps(result) + "\n")
         sys.stdout.flush()

@@ -58,6 +58,11 @@ CHANGELOG = """\
   `effect_class` may be null and it may carry `plugin_hints` (what its plugin declares, as MCP tool
   annotations do; never a class). Both are sent only to adapters answering 1.2 or later; a 1.1 adapter gets
   every tool with a class, and EFF-07 then stays unknown.
+- **1.3**: approvals the kit can match to executions (docs/adapter-guide.md, section 12), optional: an
+  approval in the snapshot may carry `tool_call_id` (the model's id of the call it binds to) and
+  `effect_set` (the unknown-effect set it was asked under). Without them the approval checks that match an
+  approval to the probe execution it allows stay unknown, never valid. The interruption points
+  `approval.consume.before` / `.after` and `wait.notify.before_admit` / `.after` join the catalogue.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -42,6 +42,12 @@ class ProbeTool(Record):
         None, description="Since 1.2, optional, sent only to adapters that speak 1.2 or later: what the tool's own "
         "plugin declares about it, as an MCP server's tool annotations do (e.g. `{\"readOnlyHint\": true}`). A "
         "declaration, not a registration: it never gives the tool an effect class.")
+    external_operation: bool = Field(
+        False, description="Since 1.3, optional, sent only by scenarios of the profile `waits`: the tool starts an "
+        "external operation. Its result (one JSON line) carries `\"wait\": {\"handle\", \"version\"}`: the runtime "
+        "waits on that operation durably, for a `notify` or, when none comes, by reconciliation: running the tool "
+        "again with the single argument `{\"query\": HANDLE}`, whose answer (`state`: `running`, `completed` or "
+        "`failed`) it reads. A query that does not answer has timed out; the operation has not stopped.")
 
 
 class BudgetLimit(Record):
@@ -229,6 +235,20 @@ class DenyOk(Reply):
     approval_id: Id
 
 
+class Notify(Request):
+    type: Literal["notify"] = "notify"
+    notification_id: str = Field(min_length=1, description="The notification's own id; the same id again is a "
+                                 "duplicate delivery of it.")
+    handle: str = Field(min_length=1, description="The external operation's handle, as the tool's result named it.")
+    version: str = Field(min_length=1, description="The operation's version this notification is about.")
+    outcome: Literal["completed", "failed", "timeout"] = Field(
+        description="What happened to the operation: it completed, failed, or reached its own deadline.")
+
+
+class NotifyOk(Reply):
+    type: Literal["notify_ok"] = "notify_ok"
+
+
 class BudgetSet(Request):
     type: Literal["budget_set"] = "budget_set"
     work_id: Id = Field(description="The work item (a Goal's work_id for a Goal budget).")
@@ -385,6 +405,12 @@ RPCS: tuple[RPC, ...] = (
         StopAll, StopAllOk, Profile.CHAT_CORE),
     RPC("approve", "Approve a pending approval (consumed once).", Approve, ApproveOk, Profile.APPROVALS),
     RPC("deny", "Deny a pending approval.", Deny, DenyOk, Profile.APPROVALS),
+    RPC("notify", "An external operation's notification (completion, failure or timeout) reaching the runtime, as "
+        "a webhook or a message would. Answer once it is durably saved, also while the runtime is down (the "
+        "adapter saves it for the next start: a result arriving during a restart is saved, then admitted). It "
+        "admits the waiting work's continuation at most once per consumption key, only while the user's intent "
+        "is run and the versions match; a duplicate, or one for another version, admits nothing.",
+        Notify, NotifyOk, Profile.WAITS, since="1.3"),
     RPC("budget_set", "Set or change a hard budget.", BudgetSet, BudgetSetOk, Profile.GOALS),
     RPC("retry", "A deliberate Retry (Paperclip): idempotent per key, bound to the observed run.",
         Retry, RetryOk, Profile.PAPERCLIP_RETRY),

@@ -132,6 +132,13 @@ class Approval(Record):
     work_id: Id = Field(description="The work item waiting for the approval.")
     call_id: Id | None = Field(description="The tool call the approval binds to; null if it binds to the work item.")
     status: ApprovalStatus
+    tool_call_id: str | None = Field(
+        None, description="Since 1.3, optional: the id the model gave the tool call the approval binds to (the "
+        "provider response's `tool_calls[].id`), so the kit can match the approval to the probe execution it "
+        "allows; null or absent if unknown (the checks that need it are then unknown).")
+    effect_set: list[Id] | None = Field(
+        None, description="Since 1.3, optional: the unknown-effect set the approval was asked under (the call ids "
+        "whose outcome was unknown then); a change to it needs a fresh approval. Null or absent if not recorded.")
 
 
 class UsageReceipt(Record):

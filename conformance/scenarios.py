@@ -725,9 +725,13 @@ def drive_effect_boundary(run: Run) -> list[ClauseResult]:
     run.settle(SETTLE_S)  # the write's recovery is done (its outcome recorded unknown) before the other session
     submit(run, "ebi", session="s-ebi")
     _, settled = run.settle(SETTLE_S)
+    if _apr.deny_pending(run, settled):  # a runtime that asks to approve the writes: the user denies them
+        _, settled = run.settle(SETTLE_S)
     if (item(settled, work_id) or {}).get("status") == "waiting":
         run.op("resume", work_id=work_id)
-        run.settle(SETTLE_S)
+        _, settled = run.settle(SETTLE_S)
+        if _apr.deny_pending(run, settled):
+            run.settle(SETTLE_S)
     return []
 
 
@@ -747,7 +751,9 @@ def drive_repair_twice(run: Run) -> list[ClauseResult]:
     run.observe()
     restart_kit_side(run, "tree_kill")
     run.release_probes()
-    run.wait_held(SETTLE_S, script_id="rp")  # the recovery turn's second request: the second crash comes now
+    # the recovery turn's second request: the second crash comes now (a runtime that asks to approve the write
+    # again is denied, as the user of a chat-core runtime that refuses it would have it)
+    _apr.wait_held_denying(run, "rp")
     run.observe()
     run.kill("tree_kill")
     run.provider.release(cut=True)
@@ -767,18 +773,6 @@ def drive_interrupted_stream(run: Run) -> list[ClauseResult]:
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
-def drive_approval(run: Run) -> list[ClauseResult]:
-    run.start()
-    submit(run, "apr")
-    run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done, timeout_s=SETTLE_S)
-    restart_kit_side(run, "tree_kill")
-    run.release_probes()
-    _, final = run.settle(SETTLE_S)
-    pending = [a for a in final.get("approvals") or [] if a["status"] == "pending"]
-    for approval in pending:
-        run.op("approve", approval_id=approval["approval_id"])
-    run.settle(SETTLE_S)
-    return []
 
 
 def drive_job(run: Run) -> list[ClauseResult]:
@@ -987,10 +981,6 @@ SCENARIOS: tuple[Scenario, ...] = (
                                       faults=[{"kind": "cut", "at_chunk": 2, "attempts": [1]}]), usage="final"),),
              (), ("CTX-10", "INP-01"), drive_interrupted_stream,
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
-    Scenario("approval_unknown_write", "an unknown write after a crash needs a one-time approval",
-             Profile.APPROVALS, (script("apr", tool_step("probe_unknown", {"hold": True}),
-                                        tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
-             ("APR-02", "APR-06", "FA-15"), drive_approval, Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
              (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
              Chaos(kinds=(_K.TREE_KILL,))),
@@ -1070,10 +1060,7 @@ def scenario_named(name: str) -> Scenario:
 
 # Profiles the catalogue has no scenario for yet, and why. A runtime may declare one; its clauses are then all
 # required and none can be judged, so certify says unknown for it, never valid.
-NO_SCENARIO_YET: dict[Profile, str] = {
-    Profile.WAITS: "durable waits need an external operation the kit scripts and the runtime waits on (issue 14); "
-                   "until the kit has one, nothing can make a runtime wait",
-}
+NO_SCENARIO_YET: dict[Profile, str] = {}  # every profile has scenarios now (waits since issue 14)
 
 
 def required_clauses(profile: Profile | str = Profile.CHAT_CORE) -> frozenset[str]:
@@ -1422,5 +1409,91 @@ SCENARIOS += (
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+# --- approvals (drives in conformance.drives_approvals; judged by conformance.checks_approvals) --------------
+
+from recoverykit.conformance import drives_approvals as _apr  # noqa: E402  (its drives use the helpers above)
+
+
+def approval_script(script_id: str, *later: dict) -> dict:
+    """An unknown write that holds after its effect (the drive kills the runtime there), then ``later``."""
+    return script(script_id, tool_step("probe_unknown", {"hold": True}), *later, usage="final")
+
+
+_NO_APPROVAL_CHAOS = Chaos(none="an approval is asked only in the scope of an unknown effect, which needs a kill "
+                                "while a write holds its result, and granted only by the user; chaos's cases make "
+                                "neither (they drop the scripts' holds), so the drives make both, killing at "
+                                "approval.consume.before themselves (approval_consume_crash)")
+
+SCENARIOS += (
+    Scenario("approval_pending_restart", "after an unknown write and a crash the next write asks for a one-time "
+             "approval; a crash while it is pending: still pending, nothing run; approved, the write runs once",
+             Profile.APPROVALS, (approval_script("apa", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-06", "APR-07", "FA-15", "INP-01"), _apr.drive_pending_restart, _NO_APPROVAL_CHAOS),
+    Scenario("approval_consume_crash", "approve, then a crash before the approval is consumed, then a crash while "
+             "the approved write holds its result: consumed once, the write run once", Profile.APPROVALS,
+             (approval_script("apc", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
+             _apr.needs_consume_point),
+    Scenario("approval_deny", "the user denies the write the recovery turn asks for: it never runs, the work goes on",
+             Profile.APPROVALS, (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-06", "RI-02", "INP-01"), _apr.drive_deny, _NO_APPROVAL_CHAOS),
+    Scenario("approval_effect_set", "two writes approved together; the first one's tool dies after its effect (the "
+             "unknown-effect set changes): the second needs a fresh approval, and a third write its own",
+             Profile.APPROVALS,
+             (approval_script("aes", {**tool_step("probe_unknown"), "tool_calls": [
+                 {"name": "probe_unknown", "arguments": {"hold": True}}, {"name": "probe_unknown", "arguments": {}}]},
+                 tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-02", "APR-03", "APR-06", "FA-15"), _apr.drive_effect_set_changed, _NO_APPROVAL_CHAOS),
+    Scenario("approval_two_sessions", "two sessions' recovery turns each ask to approve a write; the user approves "
+             "one: the other session's write stays unrun until its own decision (a denial)", Profile.APPROVALS,
+             (approval_script("ap1", tool_step("probe_unknown"), text_step()),
+              approval_script("ap2", tool_step("probe_unknown"), text_step())), ("probe_unknown",),
+             ("APR-01", "APR-02", "APR-06", "FA-15"), _apr.drive_two_sessions, _NO_APPROVAL_CHAOS),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- durable waits (drives in conformance.drives_waits; judged by conformance.checks_waits) ------------------
+
+from recoverykit.conformance import drives_waits as _wt  # noqa: E402  (its drives use the helpers above)
+
+
+def wait_script(script_id: str) -> dict:
+    """The model starts the external operation, then, once its continuation is admitted, answers."""
+    return script(script_id, tool_step(_wt.EXTERNAL), text_step("the operation is done"), usage="final")
+
+
+_NO_WAIT_CHAOS = Chaos(none="the external operation is registered by the drives' own starts (start.probe_tools) and "
+                            "completed, notified or paused by the drive; chaos's cases make none of these moves")
+
+SCENARIOS += (
+    Scenario("wait_notify_during_restart", "waiting on an external operation, a tree kill; it completes and its "
+             "notification arrives while the runtime is down: saved, then admitted once", Profile.WAITS,
+             (wait_script("wr"),), (_wt.EXTERNAL,), ("WAIT-01", "WAIT-02", "WAIT-04", "INP-01"),
+             _wt.drive_notify_during_restart, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_duplicate_notification", "a notification for an older version, then the completion notified "
+             "three times (one id twice): one continuation, after the completion", Profile.WAITS,
+             (wait_script("wd"),), (_wt.EXTERNAL,), ("WAIT-01", "WAIT-02", "INP-01"),
+             _wt.drive_duplicate_notification, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_pause_then_notify", "the user pauses a waiting item, then its notification arrives: no turn "
+             "while paused, the result kept for the Resume", Profile.WAITS,
+             (wait_script("wp"),), (_wt.EXTERNAL,), ("WAIT-05", "RI-02", "INP-01"),
+             _wt.drive_pause_then_notify, _NO_WAIT_CHAOS, _wt.needs_external),
+    Scenario("wait_self_completing", "the external operation completes by itself, unnotified: found by "
+             "reconciliation and continued once; chaos interrupts the wait and its admission", Profile.WAITS,
+             (script("ws", tool_step(_wt.EXTERNAL, {"complete_after_s": 1.0}), text_step("the operation is done"),
+                     usage="final"),), (_wt.EXTERNAL,), ("WAIT-01", "WAIT-02", "INP-01"),
+             _wt.drive_self_completing,
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT, _K.GRACEFUL_WORKER_RESTART),
+                   points=("tool.result.commit.after", "wait.notify.before_admit", "wait.notify.after",
+                           "provider.request.inflight"), clauses=("WAIT-02", "WAIT-04")),
+             _wt.needs_external),
+    Scenario("wait_lost_notification", "no notification ever comes and the operation's queries hang for a while: "
+             "found by polling with backoff, a timed-out query never taken for a stop", Profile.WAITS,
+             (wait_script("wl"),), (_wt.EXTERNAL,), ("WAIT-03", "WAIT-06", "INP-01"),
+             _wt.drive_lost_notification, _NO_WAIT_CHAOS, _wt.needs_external),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

@@ -25,11 +25,12 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.2"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.3"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
-NOT_SUPPORTED = ("approve", "deny", "retry")
+NOT_SUPPORTED = ("retry",)
+PROFILES = ["chat_core", "goals", "approvals", "waits"]
 
 
 class OpError(Exception):
@@ -118,7 +119,7 @@ class Adapter:
         cfg.save()
         self.cfg = cfg
         self.runtime = Runtime(cfg)
-        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": ["chat_core", "goals"],
+        return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": PROFILES,
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
                 "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True,
                 "legacy_paused_record": True}
@@ -240,6 +241,29 @@ class Adapter:
 
     def op_budget_set(self, req: dict) -> dict:
         return self._control({"op": "budget_set", "work_id": req["work_id"], "limit": req["limit"]})
+
+    def op_notify(self, req: dict) -> dict:
+        body = {"op": "notify", **{k: req[k] for k in ("notification_id", "handle", "version", "outcome")}}
+        try:
+            self._control(body)
+        except OpError as exc:
+            if exc.code != "temporarily_unavailable" or "control process is not running" not in exc.text:
+                raise
+            # the runtime is down (a restart): the notification is saved for its next start, then admitted
+            from .schema import open_runtime_db
+            from .waits import save
+            db = open_runtime_db(self.cfg.path)
+            try:
+                save(db, body["notification_id"], body["handle"], body["version"], body["outcome"], "notify")
+            finally:
+                db.conn.close()
+        return {}
+
+    def op_approve(self, req: dict) -> dict:
+        return self._control({"op": "approve", "approval_id": req["approval_id"]})
+
+    def op_deny(self, req: dict) -> dict:
+        return self._control({"op": "deny", "approval_id": req["approval_id"]})
 
     # --- reading ---------------------------------------------------------------------------------
 

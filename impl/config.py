@@ -20,6 +20,8 @@ EFFECT_CLASSES = ("read_only", "idempotent", "state_probe", "unknown")
 # "General shell, third-party MCP, and custom tools default to unknown."
 DEFAULT_EFFECT_CLASS = "unknown"
 SAFE_FOR_RECOVERY = ("read_only", "state_probe")
+# blocked_reason of a call that needs a one-time approval before it may run (impl/approvals.py)
+AWAITING_APPROVAL = "awaiting_approval"
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,14 @@ class ToolSpec:
     argv: list[str]
     effect_class: str
     version: str
+    external: bool = False  # starts an external operation the runtime waits on (impl/waits.py; protocol 1.3)
 
     @classmethod
     def registered(cls, t: dict) -> ToolSpec:
         """A tool as the kit registers it (``init``/``start``); no class given: the default for custom tools."""
+        if t.get("external_operation"):  # protocol 1.3: the scripted external operation of profile waits
+            return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"],
+                       True)
         return cls(t["name"], list(t["argv"]), t.get("effect_class") or DEFAULT_EFFECT_CLASS, t["version"])
 
     def identity(self) -> dict:

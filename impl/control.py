@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-from . import goals, resources
+from . import approvals, goals, resources, waits
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -152,6 +152,15 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
         return goals.update(db, req["goal_id"], req["revision"], req["objective"], req.get("reason"))
     if op == "budget_set":
         return goals.budget_set(db, req["work_id"], req["limit"])
+
+    if op in ("approve", "deny"):
+        try:
+            return approvals.decide(db, req["approval_id"], "approved" if op == "approve" else "denied")
+        except approvals.DecisionError as exc:
+            raise ControlError(exc.code, exc.text) from exc
+    if op == "notify":
+        waits.save(db, req["notification_id"], req["handle"], req["version"], req["outcome"], "notify")
+        return {}
     if op == "ping":
         return {"pid": os.getpid()}
     raise ControlError("not_supported", f"the control process does not know {op!r}")

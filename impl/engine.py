@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import history, resources, tools
-from .config import SAFE_FOR_RECOVERY, Config
+from .config import AWAITING_APPROVAL, SAFE_FOR_RECOVERY, Config
 from .db import Database
 from .failpoints import failpoint
 from .provider import ProviderFault, Request, Watermark
@@ -189,8 +189,8 @@ def _record_call(ctx: Ctx, item: dict, turn: dict, gen: int, call_id: str, c: di
     if spec is None:
         blocked = f"no tool named {c['name']!r} is registered"
     elif turn["restricted"] and effect not in SAFE_FOR_RECOVERY:
-        blocked = ("an earlier call's outcome is unknown; until it is reconciled or approved only read_only and "
-                   "state_probe tools may run")
+        # an earlier call's outcome is unknown: this call runs only with a one-time approval (impl/approvals.py)
+        blocked = AWAITING_APPROVAL
     t = now()
     ctx.db.conn.execute(
         "INSERT INTO tool_calls (call_id, work_id, turn_id, provider_call_id, tool_name, arguments, effect_class,"
@@ -198,7 +198,7 @@ def _record_call(ctx: Ctx, item: dict, turn: dict, gen: int, call_id: str, c: di
         " VALUES (?,?,?,?,?,?,?,?,'never_started',?,?,?,?)",
         (call_id, item["work_id"], turn["turn_id"], c["id"], c["name"], c["arguments"], effect, identity, blocked,
          gen, t, t))
-    if blocked:
+    if blocked and blocked != AWAITING_APPROVAL:
         ctx.db.conn.execute(
             "INSERT INTO messages (work_id, session_id, turn_id, role, content, tool_call_id, origin, at)"
             " VALUES (?,?,?,'tool',?,?,'refused',?)",

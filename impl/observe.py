@@ -1,7 +1,7 @@
 """The normalized snapshot for ``observe``, read from the two databases in one pass.
 
-Sections this runtime cannot know are not invented: it has no approvals or Paperclip runs (later
-profiles), so those are sent as null and left out of ``init_ok.observes``; Goals come from ``goals_view``. Leases do not
+Sections this runtime cannot know are not invented: it has no Paperclip runs (a later profile), so
+that section is sent as null and left out of ``init_ok.observes``; Goals come from ``goals_view``. Leases do not
 expire by time (ownership is confirmed by process identity), so ``expires_at`` is null.
 
 Every snapshot carries ``storage``: whether the databases can be read at a schema this runtime knows, and if
@@ -27,7 +27,8 @@ from .store import now, process_alive
 
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
-OBSERVES = ["work_items", "goals", "turns", "tool_calls", "usage_receipts", "leases", "waits", "fenced_writes"]
+OBSERVES = ["work_items", "goals", "turns", "tool_calls", "approvals", "usage_receipts", "leases", "waits",
+            "fenced_writes"]
 STORE = {"runtime.db": len(RUNTIME_MIGRATIONS), "usage.db": len(USAGE_MIGRATIONS)}  # file -> schema version known
 STORAGE_DECL = {"files": list(STORE), "schema_version": "sqlite_user_version"}
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
@@ -96,11 +97,11 @@ def snapshot(data_dir: Path) -> dict:
     db, udb = data_dir / "runtime.db", data_dir / "usage.db"
     storage = storage_state(data_dir)
     if storage["state"] != "ok":
-        return {s: None for s in (*OBSERVES, "approvals", "runs")} | {"storage": storage}
+        return {s: None for s in (*OBSERVES, "runs")} | {"storage": storage}
     if not db.exists():
-        return {s: [] for s in OBSERVES} | {"approvals": None, "runs": None, "storage": storage}
+        return {s: [] for s in OBSERVES} | {"runs": None, "storage": storage}
     try:
-        items, inputs, turns, calls, leases, fenced, waits, goal_rows, accepted = _read_many(db, [
+        items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
             ("SELECT * FROM inputs ORDER BY accepted_at", ()),
             ("SELECT * FROM turns ORDER BY work_id, seq_no", ()),
@@ -108,6 +109,7 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM leases WHERE released=0", ()),
             ("SELECT * FROM fenced_writes ORDER BY id", ()),
             ("SELECT * FROM waits", ()),
+            ("SELECT * FROM approvals ORDER BY created_at, rowid", ()),
             ("SELECT * FROM goals ORDER BY created_at", ()),
             ("SELECT a.* FROM goal_acceptances a JOIN goals g ON a.acceptance_id = g.acceptance_id", ())])
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
@@ -141,7 +143,10 @@ def snapshot(data_dir: Path) -> dict:
                         "tool": c["tool_name"], "effect_class": c["effect_class"], "status": c["status"],
                         "pid": c["pid"], "create_time": c["create_time"] if c["pid"] else None,
                         "repair_key": c["repair_key"]} for c in calls],
-        "approvals": None,
+        # protocol 1.3: the provider's id of the call (tool_call_id) and the unknown-effect set it was asked under
+        "approvals": [{"approval_id": a["approval_id"], "work_id": a["work_id"], "call_id": a["call_id"],
+                       "status": a["status"], "tool_call_id": a["provider_call_id"],
+                       "effect_set": json.loads(a["effect_set"])} for a in approvals],
         "usage_receipts": [{"receipt_id": r["request_id"], "work_id": r["work_id"], "request_id": r["request_id"],
                             "attempt": r["attempt"],
                             **receipt_attribution(r, goal_by_work),
@@ -163,13 +168,15 @@ def snapshot(data_dir: Path) -> dict:
 
 
 def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
-    """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts."""
+    """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts, and
+    so does a wait on an external operation (reconciliation goes on polling it until it ends)."""
     db = data_dir / "runtime.db"
     if not db.exists() or storage_state(data_dir)["state"] != "ok":
         return []  # nothing runs on a store it cannot read until the user acts (Retry): nothing is pending
     items, owned = _read_many(db, [
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
-         " (status IN ('queued','running') OR (status='waiting' AND reason_code='retry_scheduled'))"
+         " (status IN ('queued','running') OR (status='waiting' AND reason_code IN ('retry_scheduled',"
+         " 'waiting_dependency')))"
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 
 from . import resources, tools
+from .approvals import close_turn
 from .engine import Ctx, commit_result, drain_outbox, release
 from .history import placeholder_text
 from .store import emit, fenced, now, one, process_alive, rows, set_status, tx
@@ -178,6 +179,7 @@ def repair(ctx: Ctx, item: dict, gen: int, turn: dict, reason: str) -> None:
                 "INSERT OR IGNORE INTO messages (work_id, session_id, turn_id, role, content, origin, repair_key, at)"
                 " VALUES (?,?,?,'system',?,'recovery_notice',?,?)",
                 (work_id, item["session_id"], turn_id, notice, f"notice:{turn_id}", t))
+        close_turn(ctx.db, item, turn_id)  # calls still waiting for approval: answered, approvals invalidated
         ctx.db.conn.execute("UPDATE turns SET status='interrupted', ended_at=?, end_reason=? WHERE turn_id=?"
                             " AND status='active'", (t, reason, turn_id))
         emit(ctx.db, work_id, "turn_interrupted", turn_id=turn_id, reason=reason, session_id=item["session_id"],

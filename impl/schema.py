@@ -84,7 +84,24 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_session ON messages(session_id, msg_seq);
     CREATE INDEX tool_calls_work ON tool_calls(work_id);
     """,
-    # 2: Goals (impl/goals.py, impl/acceptance.py): objective, requirements, Todo, acceptance, budget
+    # 2: one-time approvals (impl/approvals.py), each bound to a tool call and the unknown-effect set it covers;
+    # durable waits on external operations and their saved notifications (impl/waits.py)
+    """
+    CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY, work_id TEXT NOT NULL, call_id TEXT NOT NULL, provider_call_id TEXT,
+        effect_set TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, decided_at REAL,
+        consumed_at REAL);
+    CREATE INDEX approvals_call ON approvals(call_id);
+    ALTER TABLE waits ADD COLUMN call_id TEXT;
+    ALTER TABLE waits ADD COLUMN control_version INTEGER;
+    ALTER TABLE waits ADD COLUMN next_poll_at REAL;
+    ALTER TABLE waits ADD COLUMN poll_count INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE waits ADD COLUMN consumed_at REAL;
+    CREATE TABLE notifications (
+        notification_id TEXT PRIMARY KEY, handle TEXT NOT NULL, version TEXT NOT NULL, outcome TEXT NOT NULL,
+        source TEXT NOT NULL, status TEXT NOT NULL, received_at REAL NOT NULL);
+    """,
+    # 3: Goals (impl/goals.py, impl/acceptance.py): objective, requirements, Todo, acceptance, budget
     """
     CREATE TABLE goals (
         goal_id TEXT PRIMARY KEY, work_id TEXT NOT NULL UNIQUE, session_id TEXT NOT NULL,

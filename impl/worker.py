@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from . import goals, recovery
+from . import approvals, goals, recovery, waits
 from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
@@ -68,7 +68,10 @@ class Worker:
             try:
                 if self.step():
                     continue
-                timeout = self._next_retry_in()
+                if waits.poll_due(self.cfg, self.ctx.db):  # reconciliation of a wait with no notification yet
+                    continue
+                due = [t for t in (self._next_retry_in(), waits.next_poll_in(self.ctx.db)) if t is not None]
+                timeout = min(due) if due else None
                 if failing:
                     (self.cfg.path / "recovery_failed.json").unlink(missing_ok=True)
                     failing = False
@@ -179,6 +182,10 @@ class Worker:
             if pending:
                 run_call(ctx, item, gen, pending[0])
                 continue
+            if approvals.gate(ctx, item, turn, gen):  # a call waiting for its one-time approval, decided
+                continue
+            if waits.gate(ctx, item, turn, gen):  # an external operation's notification, admitted once
+                continue
             if answered(ctx, item["work_id"]) or provider_step(ctx, item, turn, gen):
                 finish(ctx, item, turn, gen)
                 self._project()
@@ -186,7 +193,7 @@ class Worker:
 
     def _interrupted(self, work_id: str, gen: int, reason: str) -> None:
         ctx = self.ctx
-        if reason in ("provider_fault", "resource_held"):
+        if reason in ("provider_fault", "resource_held", "awaiting_approval", "waiting_dependency"):
             return  # schedule_retry or hold_for_resource already persisted the decision and released the lease
         try:
             if reason == "shutting_down":

@@ -449,16 +449,16 @@ CLAUSES: tuple[Clause, ...] = (
        "Uncertain API mutations and upstream tool mutations remain fenced across run replacement."),
 
     # ---- Approvals
-    _c("APR-01", _S, _APR, "ML", SEED_000, SAFE,
+    _c("APR-01", _S, _APR, "MLH", SEED_000, SAFE,
        "Recovery permission checks are scoped by the same conversation provenance and never expand to every "
        "execution in the invoked session.",
        "without expanding to all executions in the invoked session"),
-    _c("APR-02", _S, _APR, "ML", SEED_000, SAFE,
+    _c("APR-02", _S, _APR, "MLH", SEED_000, SAFE,
        "Within the scope of an uncertain effect every operation other than a trusted read needs a one-time approval "
        "that bypass, automatic classification and allow rules cannot waive.",
        "all other operations require one-time approval; bypass, automatic classification, and existing allow rules "
        "cannot waive it."),
-    _c("APR-03", _S, _APR, "ML", SEED_000, SAFE,
+    _c("APR-03", _S, _APR, "MLH", SEED_000, SAFE,
        "A durable approval binds to the new tool call and its unknown-effect set; a change to that set needs fresh "
        "approval and erases no old effect.",
        "Durable approval binds to the new tool call and unknown-effect set; changes to that set require fresh "
@@ -469,32 +469,33 @@ CLAUSES: tuple[Clause, ...] = (
     _c("APR-05", _S, _APR, "ML", SEED_000, SAFE,
        "The recovery permission check alone neither changes old execution state nor enables Resume.",
        "it does not independently change old execution state or enable Resume"),
-    _c("APR-06", _S, _APR, "MLC", SEED_003, ZH_FAIL,
+    _c("APR-06", _S, _APR, "MLCH", SEED_003, ZH_FAIL,
        "Accepted approvals are consumed at most once, never repeatedly, and unaccepted requests are never approved "
        "automatically.",
-       "已接受审批不重复消费，审批未接受不自动批准"),
-    _c("APR-07", _S, _APR, "MLC", SEED_003, ZH_ARC,
+       "已接受审批不重复消费，审批未接受不自动批准", points=("approval.consume.before", "approval.consume.after")),
+    _c("APR-07", _S, _APR, "MLCH", SEED_003, ZH_ARC,
        "An approval that was not granted stays not granted across a restart; recovery keeps the work held.",
        "暂停、停止、完成、审批未通过和预算耗尽均保留"),
 
     # ---- Waits and notifications
-    _c("WAIT-01", _S, _WAITS, "ML", SEED_000, TODO,
+    _c("WAIT-01", _S, _WAITS, "MLH", SEED_000, TODO,
        "A durable wait saves work_id / Goal revision, handle, observed version and a unique consumption key.",
        "saving work_id / Goal revision, handle, observed version, and unique consumption key"),
-    _c("WAIT-02", _S, _WAITS, "MC", SEED_000, TODO,
+    _c("WAIT-02", _S, _WAITS, "MCH", SEED_000, TODO,
        "A completion, failure or timeout notification admits its continuation exactly once, never twice, and only if "
        "intent is still run, versions match and no other execution is current.",
-       "admit exactly once only if intent remains run, versions match, and no other current execution exists"),
-    _c("WAIT-03", _L, _WAITS, "MC", SEED_000, TODO,
+       "admit exactly once only if intent remains run, versions match, and no other current execution exists",
+       points=("wait.notify.before_admit", "wait.notify.after")),
+    _c("WAIT-03", _L, _WAITS, "MCH", SEED_000, TODO,
        "A missing notification is found by reconciliation polling with backoff.",
        "Existing reconciliation polls for missing notifications with backoff."),
-    _c("WAIT-04", _L, _WAITS, "MC", SEED_000, TODO,
+    _c("WAIT-04", _L, _WAITS, "MCH", SEED_000, TODO,
        "A result arriving during a restart is saved and then continued automatically under the same rules.",
        "Save results arriving during restart, then automatically continue under the same rules."),
-    _c("WAIT-05", _S, _WAITS, "ML", SEED_000, TODO,
+    _c("WAIT-05", _S, _WAITS, "MLH", SEED_000, TODO,
        "Pause, cancel or a revision invalidates old wakeups without discarding their results.",
        "Pause, cancel, or revision invalidates old wakeups without discarding results"),
-    _c("WAIT-06", _S, _WAITS, "ML", SEED_000, TODO,
+    _c("WAIT-06", _S, _WAITS, "MLH", SEED_000, TODO,
        "A query timeout is never taken to mean the external operation stopped.",
        "query timeout does not imply the external operation stopped"),
 
@@ -1055,10 +1056,10 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "new turn; the snapshot has no continuation reservations, and a revision's invalidation of acceptance is "
         "judged as GOAL-02.", observable=True),
     "GOAL-08": NotJudged(
-        "A live wait needs an external operation the kit scripts and the runtime waits on (durable waits, issue "
-        "14); no Goal scenario can make a runtime wait yet.", observable=True),
+        "A live wait needs the kit's scripted external operation (profile waits); no Goal scenario waits on one "
+        "yet, so a model turn while a Goal waits is never provoked.", observable=True),
     "GOAL-10": NotJudged(
-        "The snapshot's goals section (protocol 1.2) has no terminal record or transcript anchor to compare across "
+        "The snapshot's goals section (protocol 1.3) has no terminal record or transcript anchor to compare across "
         "Goals; it needs an additive field first.", observable=True),
     "ACC-02": NotJudged(
         "The snapshot does not carry a Goal's requirements or Todo items, so a requirement dropped with a Todo item "
@@ -1090,7 +1091,7 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "Active time is not in the snapshot (see USG-11), so a timer restarted by late usage cannot be seen.",
         observable=True),
     "USG-14": NotJudged(
-        "BudgetLimit has no time limit in protocol 1.2; goal_create cannot set one to be verified.", observable=True),
+        "BudgetLimit has no time limit in protocol 1.3; goal_create cannot set one to be verified.", observable=True),
 }
 
 def index(clauses: Iterable[Clause]) -> dict[str, Clause]:

@@ -105,3 +105,15 @@ def test_a_declared_point_no_dry_run_reached_keeps_the_run_from_valid():
     verdict, reasons = verdict_of(results, cov)
     assert verdict is Verdict.UNKNOWN
     assert any("recovery.claim.after never reached by any scenario's dry run" in r for r in reasons)
+
+
+def test_points_of_a_profile_without_chaos_cells_are_not_counted_never_reached():
+    """The approval scenarios make their moves (a user's decision) and kill at approval.consume.* themselves
+    (certify); no dry run can reach those points, so a declared one is not held against a whole chaos run. A
+    point of a profile with chaos cells (waits) still is."""
+    from recoverykit.chaos.dry_run import TRACE_KIND, Trace
+    from recoverykit.chaos.systematic import never_reached
+    trace = Trace.from_dict({"kind": TRACE_KIND, "adapter": {}, "reached": {}})
+    declared = {"failpoints": ["approval.consume.before", "wait.notify.after"],
+                "profiles": ["chat_core", "approvals", "waits"]}
+    assert never_reached(trace, declared) == ["wait.notify.after"]

@@ -66,7 +66,8 @@ def test_a_run_environment_is_torn_down_with_its_processes(tmp_path):
     with runenv.RunEnvironment(tmp_path / "run", script) as world:
         env = world.env(failpoints={"tool.dispatch.after": "pause"}, clock_offset_s=60)
         assert env["RECOVERYKIT_FAILPOINT_SOCKET"] == world.broker.path
-        assert [t.name for t in world.probe_tools] == ["probe_read", "probe_idempotent", "probe_unknown"]
+        assert [t.name for t in world.probe_tools] == ["probe_read", "probe_idempotent", "probe_unknown",
+                                                       "probe_external"]
         assert world.provider.base_url.startswith("http://127.0.0.1:")
         straggler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
         ref = ProcRef.of(straggler.pid)

@@ -131,7 +131,7 @@ def test_cut_stream_leaves_a_partial_receipt_and_a_durable_retry(harness_factory
     assert len(kept) == 1 and kept[0][0].endswith("[interrupted]") and "hello" in kept[0][0]
 
 
-def test_after_an_unknown_outcome_only_safe_tools_run(harness_factory):
+def test_after_an_unknown_outcome_only_safe_tools_run_and_a_write_waits_for_its_approval(harness_factory):
     script = {"scripts": [{"id": "t1", "steps": [
         {"tool_calls": [{"name": "probe_unknown", "arguments": {"sleep_s": 5}}]},
         {"tool_calls": [{"name": "probe_unknown", "arguments": {}}, {"name": "probe_read", "arguments": {}}]},
@@ -149,8 +149,16 @@ def test_after_an_unknown_outcome_only_safe_tools_run(harness_factory):
             h.kill(proc.pid)
     h.start()
     assert h.quiesce(timeout_s=30).quiescent
+    waiting = h.observe()  # the write asks for a one-time approval (profile approvals); the read ran meanwhile
+    assert (waiting.work_items[0].status, waiting.work_items[0].reason_code) == ("waiting", "awaiting_approval")
+    [asked] = waiting.approvals
+    assert asked.status == "pending" and asked.call_id == waiting.tool_calls[1].call_id
+    assert asked.effect_set == [waiting.tool_calls[0].call_id]
+    h.call("deny", approval_id=asked.approval_id)  # the user says no: it never runs, the work goes on
+    assert h.quiesce(timeout_s=30).quiescent
     snap = h.observe()
     assert snap.work_items[0].status == "finished"
+    assert [a.status for a in snap.approvals] == ["denied"]
     first, blocked, read = snap.tool_calls
     assert (first.status, first.repair_key) == ("outcome_unknown", f"repair:{first.call_id}")
     assert (blocked.tool, blocked.status, blocked.pid) == ("probe_unknown", "never_started", None)

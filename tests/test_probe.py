@@ -27,7 +27,8 @@ def test_standard_tools_declare_their_effect_classes(tmp_path):
     tools = standard_probe_tools(tmp_path / "w.jsonl")
     assert [(t.name, t.effect_class) for t in tools] == [
         ("probe_read", EffectClass.READ_ONLY), ("probe_idempotent", EffectClass.IDEMPOTENT),
-        ("probe_unknown", EffectClass.UNKNOWN)]
+        ("probe_unknown", EffectClass.UNKNOWN), ("probe_external", EffectClass.IDEMPOTENT)]
+    assert [t.name for t in tools if t.external_operation] == ["probe_external"]
 
 
 def test_one_execution_leaves_a_start_a_finish_and_its_emitted_result(tmp_path):
@@ -232,3 +233,22 @@ def test_probe_loads_refuses_what_json_refuses(text):
         json.loads(text)
     with pytest.raises(ValueError):
         loads(text)
+
+
+def test_an_external_operation_starts_answers_queries_and_may_complete_by_itself(tmp_path):
+    """probe_external (profile waits): its call starts op-<token>; a query leaves a witness line (never an
+    execution) and answers the state the kit set, or completed once ``complete_after_s`` has passed."""
+    from recoverykit.conformance.probe_tools import external_dir
+    from recoverykit.conformance.witness import read_witness
+
+    witness = tmp_path / "w.jsonl"
+    tool = probe_tool("probe_external", "idempotent", witness, external_dir=external_dir(witness))
+    done = _run(tool, {"probe_token": "s.0.1.0", "complete_after_s": 0.3})
+    assert json.loads(done.stdout)["wait"] == {"handle": "op-s.0.1.0", "version": "1"}
+    first = json.loads(_run(tool, {"query": "op-s.0.1.0"}).stdout)
+    time.sleep(0.4)
+    later = json.loads(_run(tool, {"query": "op-s.0.1.0"}).stdout)
+    assert (first["state"], later["state"]) == ("running", "completed")
+    log = read_witness(witness)
+    assert [e.probe_token for e in log.executions] == ["s.0.1.0"]
+    assert [r["state"] for r in log.records if r.get("phase") == "query"] == ["running", "completed"]

@@ -19,7 +19,7 @@ from recoverykit.model.catalogue import Profile
 from recoverykit.model.contract import clause
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBES = {"probe_read", "probe_idempotent", "probe_unknown"}
+PROBES = {"probe_read", "probe_idempotent", "probe_unknown", "probe_external"}  # the last: profile waits
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
@@ -57,8 +57,13 @@ def test_every_public_entry_point_has_a_scenario():
     assert not {s.profile for s in SCENARIOS} & set(NO_SCENARIO_YET), "a profile with a scenario is listed as without"
 
 
-def test_a_declared_profile_without_a_scenario_requires_all_its_clauses():
-    """A runtime that declares waits cannot be certified valid on it while no scenario can judge a WAIT clause."""
+def test_a_declared_profile_without_a_scenario_requires_all_its_clauses(monkeypatch):
+    """A runtime that declares a profile no scenario can judge yet (as waits was before issue 14) cannot be
+    certified valid on it: every clause of it is required."""
+    from recoverykit.conformance import scenarios
+    assert required_clauses("waits") == {f"WAIT-0{i}" for i in range(1, 7)} | {"RI-02", "INP-01"}
+    monkeypatch.setattr(scenarios, "SCENARIOS", tuple(s for s in SCENARIOS if s.profile is not Profile.WAITS))
+    monkeypatch.setitem(scenarios.NO_SCENARIO_YET, Profile.WAITS, "no scenario (test)")
     assert required_clauses("waits") == {f"WAIT-0{i}" for i in range(1, 7)}
     chat = {s.id for s in SCENARIOS if s.profile is Profile.CHAT_CORE}
     assert chat >= {"chat_read_tool", "chat_unknown_write", "chat_long_tool", "multi_session", "pause_restart",
