@@ -137,8 +137,9 @@ def _submit_all(env: CaseEnv, scenario: Scenario) -> None:
         scenario.chaos.kick(env)
         return
     for session in scenario.sessions:
-        env.request_async("submit", session_id=f"dry-{scenario.id}-{session}", client_msg_id=f"{session}-1",
-                          text=f"dry run {script_tag(scenario.script_id(session))}")
+        kind, fields = scenario.open_request(session, f"dry-{scenario.id}-{session}", f"{session}-1",
+                                             f"dry run {script_tag(scenario.script_id(session))}")
+        env.request_async(kind, **fields)
 
 
 def _reports_settled(env: CaseEnv, quiet_s: float = 0.2, limit_s: float = 3.0) -> None:
@@ -177,7 +178,9 @@ def _environment_hits(env: CaseEnv, scenario: Scenario) -> dict[str, int]:
     """Points the kit holds itself: requested steps per script (ledger), probe executions (witness)."""
     steps: dict[str, set[int]] = {}
     for record in env.provider.records():
-        if record.get("event") == "request" and record.get("script_id") is not None:
+        # a Goal's verifier request is held at the acceptance points, not as one of the script's worker steps
+        worker = record.get("role") != "verifier"
+        if record.get("event") == "request" and record.get("script_id") is not None and worker:
             steps.setdefault(record["script_id"], set()).add(int(record.get("step") or 0))
     mine = {s for s in scenario.sessions}
     most = max((len(v) for k, v in steps.items() if k in mine), default=0)

@@ -65,8 +65,9 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
             kick(env, scenario.chaos.kick)
         else:
             for session in scenario.sessions:
-                env.request_async("submit", session_id=f"random-{session}", client_msg_id=f"{session}-1",
-                                  text=f"wave {seed}/{wave} {script_tag(scenario.script_id(session))}")
+                kind, fields = scenario.open_request(session, f"random-{session}", f"{session}-1",
+                                                     f"wave {seed}/{wave} {script_tag(scenario.script_id(session))}")
+                env.request_async(kind, **fields)
         for delay, kind in plan:
             time.sleep(delay)
             if kind == RestartKind.WORKER_KILL.value:

@@ -167,8 +167,9 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             kick(env, scenario.chaos.kick)
         else:
             for session in scenario.sessions:
-                env.request_async("submit", session_id=f"{case.scenario}-{session}", client_msg_id=f"{session}-1",
-                                  text=f"chaos {case.id} {script_tag(scenario.script_id(session))}")
+                kind, fields = scenario.open_request(session, f"{case.scenario}-{session}", f"{session}-1",
+                                                     f"chaos {case.id} {script_tag(scenario.script_id(session))}")
+                env.request_async(kind, **fields)
         if case.point in RECOVERY_POINTS:  # the first crash, so that there is something to recover
             env.provider.wait_for_held(timeout_s)
             restarts.tree_kill(env, "tree_kill")
@@ -188,7 +189,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         before = env.observe()
         if scenario.during:
             acked = [d.value["work_id"] for i, d in env.recorder.history.completions()
-                     if i.f == "submit" and d is not None and d.type == "ok"]
+                     if i.f in ("submit", "goal_create") and d is not None and d.type == "ok"]
             _during(env, scenario.during, acked, case.scenario)
         outcome = restarts.perform(env, case, scenario.double_start)
         result["second_reached"] = outcome.second_reached

@@ -183,3 +183,32 @@ def message_schema(type_name: str) -> dict[str, Any]:
     model = {**REQUEST_TYPES, **ADAPTER_MESSAGE_TYPES}[type_name]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             **model.model_json_schema(ref_template="#/$defs/{model}")}
+
+
+def sdk_schema() -> dict[str, Any]:
+    """What ``recoverykit.adapter`` checks an adapter's replies against, as data: the SDK may not import this
+    package (it would pull in the model), so it ships this document as kit/adapter/protocol_schema.json,
+    kept equal to this function's output by tests/test_adapter_sdk.py. Regenerate with
+    ``python -c "from recoverykit.conformance.protocol import write_sdk_schema; write_sdk_schema()"``."""
+    replies = {**{name: message_schema(name) for name in REPLY_TYPES}, "error": message_schema("error")}
+    return {
+        "generated_by": "recoverykit.conformance.protocol.sdk_schema; do not edit",
+        "protocol_version": PROTOCOL_VERSION,
+        "doc": DOC,
+        "replies": replies,
+        "anchors": {name: _anchor(name) for name in replies},
+        "error_codes": {code.name: code.definite for code in ERROR_CODES_BY_NAME.values()},
+        "sections": [section.value for section in Section],
+        "requests": {rpc.name: rpc.since for rpc in RPCS},
+    }
+
+
+def sdk_schema_text() -> str:
+    return json.dumps(sdk_schema(), indent=1, sort_keys=True) + "\n"
+
+
+def write_sdk_schema(path: str | None = None) -> None:
+    from pathlib import Path
+
+    target = Path(path) if path else Path(__file__).resolve().parent.parent / "kit" / "adapter" / "protocol_schema.json"
+    target.write_text(sdk_schema_text(), encoding="utf-8")

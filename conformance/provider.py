@@ -53,7 +53,7 @@ from typing import Any
 from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.conformance.provider_handler import Handler
 from recoverykit.conformance.provider_ledger import Ledger, read_ledger
-from recoverykit.conformance.provider_script import ProviderScript, Script, Step, _text_of
+from recoverykit.conformance.provider_script import VERIFIER, ProviderScript, Script, Step, _text_of
 from recoverykit.model.errors import RecoveryKitError
 
 
@@ -164,6 +164,8 @@ class ScriptedProvider:
         self._held: dict[int, Held] = {}
         self._open: set[int] = set()  # admitted requests whose response record is not written yet
         self._partials: dict[str, set[str]] = {}  # script id -> text sent in its responses that were cut off
+        self._worker_done: dict[str, int] = {}  # script id -> worker steps delivered (picks the verifier's reply)
+        self._roles: dict[int, tuple[str, int, str]] = {}  # seq -> (script id, step, role) until it is answered
         self._resume_from(read_ledger(ledger_path))
         self._closing = False
         self._auto_release = False
@@ -186,12 +188,24 @@ class ScriptedProvider:
     def _resume_from(self, earlier: list[dict[str, Any]]) -> None:
         """Continue numbering after an existing ledger, so seq, attempts and probe tokens stay unique."""
         for record in earlier:
+            if record.get("event") == "request" and record.get("script_id"):
+                self._roles[int(record["seq"])] = (record["script_id"], int(record.get("step") or 0),
+                                                   record.get("role") or "worker")
+            if record.get("event") == "response":
+                self._note_worker_done(record)
             if record.get("event") == "request":
                 self._seq = max(self._seq, int(record["seq"]))
-                key = (record.get("script_id") or "", int(record.get("step") or 0))
+                key = ((record.get("script_id") or "") + ("#verifier" if record.get("role") == VERIFIER else ""),
+                       int(record.get("step") or 0))
                 self._attempts[key] = max(self._attempts.get(key, 0), int(record.get("attempt") or 0))
             elif record.get("event") == "response":
                 self._note_partial(record)
+
+    def _note_worker_done(self, outcome: dict[str, Any]) -> None:
+        """A delivered worker step counts towards which verifier reply comes next."""
+        script_id, step, role = self._roles.pop(int(outcome.get("seq") or 0), ("", 0, ""))
+        if script_id and role != VERIFIER and outcome.get("delivered") and outcome.get("status") == 200:
+            self._worker_done[script_id] = max(self._worker_done.get(script_id, 0), step + 1)
 
     def _note_partial(self, outcome: dict[str, Any]) -> None:
         if not outcome.get("delivered") and outcome.get("text_sent") and outcome.get("script_id"):
@@ -222,27 +236,40 @@ class ScriptedProvider:
 
     def admit(self, body: dict[str, Any], header_request_id: str | None,
               idempotency_key: str | None = None, sender: dict[str, Any] | None = None,
-              authorization: str | None = None, arrived: float | None = None,
+              authorization: str | None = None, arrived: float | None = None, role: str | None = None,
               ) -> tuple[Planned | None, str, int, str]:
         """Record the request; return (plan, "", seq, request_id), or plan None and why when no step fits.
 
         ``arrived`` (the handler's first look at the request) is the ledger's time for it: under load the
         handler may reach this point well after the runtime sent the request, even after the kit killed the
-        sender, and checks order requests against faults by this time."""
+        sender, and checks order requests against faults by this time. A request marked ``verifier`` (Goal
+        acceptance) is answered from the script's ``verifier`` replies, by how many worker steps were delivered
+        before it; every other request is a worker request."""
+        role = VERIFIER if (role or "").strip().lower() == VERIFIER else "worker"
         script, step_index, why = self.script.select(body.get("messages", []))
         if script is not None:
             step_index -= self._retained_partials(script, body.get("messages"))
         with self._lock:
+            if script is not None and role == VERIFIER:
+                step_index = self._worker_done.get(script.id, 0)
             self._seq += 1
             seq = self._seq
             self._open.add(seq)
-            key = (script.id if script else "", step_index)
+            key = ((script.id if script else "") + ("#verifier" if role == VERIFIER else ""), step_index)
             self._attempts[key] = attempt = self._attempts.get(key, 0) + 1
+            if script is not None:
+                self._roles[seq] = (script.id, step_index, role)
         request_id = header_request_id or f"req_{seq}_{uuid.uuid4().hex[:12]}"
-        step = script.step(step_index) if script else None
+        if script is None:
+            step = None
+        elif role == VERIFIER:
+            step = script.verifier_step(step_index)
+        else:
+            step = script.step(step_index)
         response_id = new_response_id(seq) if step is not None else None
         if script is not None and step is None:
-            why = f"script {script.id!r} has {len(script.steps)} steps; the request asks for step {step_index}"
+            why = (f"script {script.id!r} has no verifier reply after {step_index} worker steps" if role == VERIFIER
+                   else f"script {script.id!r} has {len(script.steps)} steps; the request asks for step {step_index}")
         stream_options = body.get("stream_options") or {}
         self.ledger.append("request", seq=seq, request_id=request_id, response_id=response_id,
                            request_id_source="header" if header_request_id else "generated", attempt=attempt,
@@ -251,7 +278,7 @@ class ScriptedProvider:
                            script_steps=len(script.steps) if script else None, stream=bool(body.get("stream")),
                            include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
                            model=body.get("model"), api_key_sha256=key_fingerprint(bearer_key(authorization)),
-                           idempotency_key=idempotency_key,
+                           idempotency_key=idempotency_key, role=role,
                            sender_pid=(sender or {}).get("pid"), sender_create_time=(sender or {}).get("create_time"),
                            **_conversation(body), **({"time": arrived} if arrived is not None else {}))
         if step is None:
@@ -301,6 +328,7 @@ class ScriptedProvider:
         self.ledger.append("response", **outcome)
         with self._lock:
             self._note_partial(outcome)
+            self._note_worker_done(outcome)
             self._open.discard(outcome["seq"])
             self._lock.notify_all()
 

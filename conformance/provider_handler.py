@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 from recoverykit.conformance.peer import sender_of
+from recoverykit.conformance.provider_script import ROLE_HEADER
 
 if TYPE_CHECKING:
     from recoverykit.conformance.provider import Planned, ScriptedProvider
@@ -193,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             self._sender = sender_of(self.client_address, self.server.server_address)
         plan, why, seq, request_id = self.provider.admit(
             body, self.headers.get("X-Request-Id"), self.headers.get("Idempotency-Key"), sender=self._sender,
-            authorization=authorization, arrived=arrived)
+            authorization=authorization, arrived=arrived, role=self.headers.get(ROLE_HEADER))
         if plan is None:
             self._send_json(400, error_body(why, code="script_mismatch"), request_id)
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,

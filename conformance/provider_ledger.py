@@ -8,7 +8,9 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
   (``request_id`` from the ``X-Request-Id`` header when sent, else generated; ``response_id`` the
   ``chatcmpl-...`` id its reply carries, unique per attempt, null when no script step fits;
   ``attempt`` counts requests for the same script step, from 1; ``model`` the model it named,
-  ``api_key_sha256`` a fingerprint of its bearer key, null without one);
+  ``api_key_sha256`` a fingerprint of its bearer key, null without one; ``role`` ``verifier`` for a Goal
+  acceptance request the runtime marked with ``X-Recoverykit-Role: verifier``, else ``worker``; ``tools_offered``
+  the tools the request offered, by name);
 - ``{"event": "held", "seq", "time", "at_chunk"}`` and ``{"event": "released", "seq", "time"}``;
 - ``{"event": "response", "seq", "time", "request_id", "response_id", "response_id_sent", "status",
   "stream", "delivered", "chunks_sent", "usage_style", "usage_billed", "usage_reported", "usage_chunks",

@@ -33,6 +33,10 @@ SCRIPT_TAG_RE = re.compile(r"\[\[rk-script:([A-Za-z0-9_.\-]+)\]\]")
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
 
+ROLE_HEADER = "X-Recoverykit-Role"  # a runtime marks its Goal acceptance requests with ``verifier``
+VERIFIER = "verifier"
+
+
 def script_tag(script_id: str) -> str:
     """The text to put in a user message so the provider answers it from script ``script_id``."""
     return f"[[rk-script:{script_id}]]"
@@ -144,6 +148,10 @@ class Script(_Strict):
     reuse_call_ids: bool = Field(False, description="every response names its calls call_0, call_1, ... so ids repeat "
                                                     "from one response to the next, as some OpenAI-compatible servers' "
                                                     "do (a history must match each result to its nearest call, CTX-06)")
+    verifier: dict[int, Step] = Field(
+        default_factory=dict, description="Goal acceptance: the reply to a verifier request (one sent with the header "
+        "X-Recoverykit-Role: verifier), keyed by how many worker steps of this script were delivered before it; the "
+        "entry with the largest key not above that count answers (none: the request is refused as a mismatch)")
 
     @model_validator(mode="after")
     def _one_style(self) -> Script:
@@ -158,6 +166,11 @@ class Script(_Strict):
     def style_of(self, step: Step) -> str:
         """The usage style ``step`` is served with: its own, else the script's."""
         return _style(step.usage_style, step.cumulative_usage, "a step") or self.style
+
+    def verifier_step(self, worker_steps: int) -> Step | None:
+        """The verifier's reply after ``worker_steps`` delivered worker steps (the nearest entry at or below)."""
+        keys = [k for k in self.verifier if k <= worker_steps]
+        return self.verifier[max(keys)] if keys else None
 
     def step(self, index: int) -> Step | None:
         if index < len(self.steps):

@@ -143,6 +143,19 @@ class Scenario:
     def missing_capability(self, run: Run) -> str | None:
         return self.unsupported(run) if self.unsupported is not None else None
 
+    @property
+    def opens_goal(self) -> bool:
+        """A Goal scenario's work is opened with ``goal_create``, every other's with ``submit``."""
+        return self.profile is Profile.GOALS
+
+    def open_request(self, session: str, session_id: str, client_msg_id: str, text: str) -> tuple[str, dict[str, Any]]:
+        """The request that opens one session's work under chaos: (type, fields); ``text`` carries the script tag."""
+        if self.opens_goal:
+            from recoverykit.conformance.scenarios_goals import GOAL_BUDGETS
+            return "goal_create", {"session_id": session_id, "objective": text,
+                                   "budget": GOAL_BUDGETS.get(self.script_id(session))}
+        return "submit", {"session_id": session_id, "client_msg_id": client_msg_id, "text": text}
+
 
 def _chaos_script(original: dict, point: str | None, hit: int) -> dict:
     """One session's script for a chaos case: the drive's holds removed, the case's hold added."""
@@ -763,18 +776,6 @@ def drive_interrupted_stream(run: Run) -> list[ClauseResult]:
 # --- profiles beyond chat core (run only when declared) --------------------------------------------
 
 
-def drive_goal(run: Run) -> list[ClauseResult]:
-    run.start()
-    out = run.op("goal_create", session_id="s-goal", objective=f"{script_tag('goal')} write the report",
-                 budget=None)
-    restart_kit_side(run, "tree_kill")
-    _, final = run.settle(SETTLE_S)
-    goals = final.get("goals")
-    if not out.ok or goals is None:
-        return [_result("GOAL-01", Verdict.UNKNOWN, "goal_create refused or goals not observed")]
-    bad = [g for g in goals if g["state"] not in ("active", "achieved", "paused", "blocked", "cancelled",
-                                                 "budget_exhausted")]
-    return [_result("GOAL-01", Verdict.INVALID if bad else Verdict.VALID, f"{len(goals)} goals")]
 
 
 def drive_job(run: Run) -> list[ClauseResult]:
@@ -966,9 +967,6 @@ SCENARIOS: tuple[Scenario, ...] = (
                                       faults=[{"kind": "cut", "at_chunk": 2, "attempts": [1]}]), usage="final"),),
              (), ("CTX-10", "INP-01"), drive_interrupted_stream,
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
-    Scenario("goal_restart", "a Goal survives a restart", Profile.GOALS,
-             (script("goal", text_step("goal done"), usage="final"),), (), ("GOAL-01", "RI-02"), drive_goal,
-             Chaos(kinds=(_K.TREE_KILL,))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
              (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
              Chaos(kinds=(_K.TREE_KILL,))),
@@ -1334,6 +1332,68 @@ SCENARIOS += (
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 
+
+# --- Goals (profile goals): scripts and drives in conformance/scenarios_goals.py --------------------------------
+from recoverykit.conformance.scenarios_goals import (  # noqa: E402
+    BLOCKED,
+    CHAT_BESIDE,
+    EXHAUSTED,
+    INDEPENDENT,
+    MISSING_EVIDENCE,
+    PAUSED,
+    RESTARTED,
+    REVISED,
+    THREE_TURNS,
+    UNKNOWN_COST,
+    UNMET,
+    drive_blocker,
+    drive_budget_raised,
+    drive_pause_during_verifying,
+    drive_restart,
+    drive_revision_during_verifying,
+    drive_three_turns,
+    drive_unknown_cost,
+    drive_until_settled,
+)
+
+_GOALS = Profile.GOALS
+_GOAL_EVERY_POINT = Chaos(kinds=(_K.TREE_KILL,), clauses=("FA-08", "GOAL-04", "ACC-04"))
+SCENARIOS += (
+    Scenario("goal_work_turns", "a Goal that needs three work turns and one acceptance", _GOALS, (THREE_TURNS,), (),
+             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "UI-04", "UI-06", "USG-15"),
+             drive_three_turns, _GOAL_EVERY_POINT),
+    Scenario("goal_restart", "a Goal killed mid-work continues by itself; achieved stays achieved", _GOALS,
+             (RESTARTED,), (), ("GOAL-01", "GOAL-06", "RI-02"), drive_restart,
+             Chaos(none="its kill is the scenario; goal_work_turns's chaos cells kill the same Goal at every "
+                        "point")),
+    Scenario("goal_unmet", "acceptance finds the objective unmet: back to work, then met", _GOALS, (UNMET,), (),
+             ("ACC-06", "ACC-10", "GOAL-04"), drive_until_settled("gu"),
+             Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
+    Scenario("goal_missing_evidence", "the verifier says met without evidence: back to work, never achieved on it",
+             _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "GOAL-04"), drive_until_settled("gm"),
+             Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
+    Scenario("goal_revision_verifying", "the objective is revised while the verifier answers: the old acceptance "
+             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04", "USG-08"),
+             drive_revision_during_verifying,
+             Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
+                        "revision")),
+    Scenario("goal_pause_verifying", "the user pauses while the verifier answers: paused stays paused, Resume "
+             "verifies again; ordinary chat meanwhile is not the Goal's", _GOALS, (PAUSED, CHAT_BESIDE), (),
+             ("GOAL-04", "GOAL-05", "RI-03", "USG-02"),
+             drive_pause_during_verifying,
+             Chaos(none="the Pause must land while the verifier's request is held; goal_work_turns's chaos cells "
+                        "restart at every acceptance point")),
+    Scenario("goal_blocker", "the same blocker twice with no other work blocks; with independent work the Goal "
+             "goes on", _GOALS, (BLOCKED, INDEPENDENT), (), ("GOAL-07", "GOAL-09", "UI-04"), drive_blocker,
+             Chaos(kinds=(_K.TREE_KILL,), points=("completion.commit.before_projection",))),
+    Scenario("goal_budget_unknown_cost", "a hard budget, then a response whose usage is unknown: paid admission "
+             "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16",), drive_unknown_cost,
+             Chaos(none="the pause is reached without a fault; a restart after it is goal_budget_raised's")),
+    Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
+             "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
+             Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 
 # --- approvals (drives in conformance.drives_approvals; judged by conformance.checks_approvals) --------------
 

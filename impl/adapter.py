@@ -29,8 +29,8 @@ NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.3"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
-NOT_SUPPORTED = ("goal_create", "goal_update", "budget_set")
-PROFILES = ["chat_core", "approvals", "waits", "paperclip_retry"]
+NOT_SUPPORTED: tuple[str, ...] = ()
+PROFILES = ["chat_core", "goals", "approvals", "waits", "paperclip_retry"]
 
 
 class OpError(Exception):
@@ -84,7 +84,7 @@ class Adapter:
             if handler is None:
                 if kind in NOT_SUPPORTED:
                     raise OpError("not_supported", f"{kind} belongs to a profile this runtime does not implement "
-                                  "yet (it implements chat_core)", True)
+                                  "yet (it implements chat_core and goals)", True)
                 raise OpError("malformed_request", f"unknown request type {kind!r}", True)
             if kind != "init" and self.cfg is None:
                 raise OpError("precondition_failed", f"{kind} before init", True)
@@ -230,6 +230,17 @@ class Adapter:
 
     def op_stop_all(self, req: dict) -> dict:
         return self._control({"op": "stop_all"})
+
+    def op_goal_create(self, req: dict) -> dict:
+        return self._control({"op": "goal_create", "session_id": req["session_id"], "objective": req["objective"],
+                              "budget": req.get("budget")})
+
+    def op_goal_update(self, req: dict) -> dict:
+        return self._control({"op": "goal_update", "goal_id": req["goal_id"], "revision": req["revision"],
+                              "objective": req["objective"], "reason": req.get("reason")})
+
+    def op_budget_set(self, req: dict) -> dict:
+        return self._control({"op": "budget_set", "work_id": req["work_id"], "limit": req["limit"]})
 
     def op_notify(self, req: dict) -> dict:
         body = {"op": "notify", **{k: req[k] for k in ("notification_id", "handle", "version", "outcome")}}

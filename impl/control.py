@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-from . import approvals, resources, tasks, waits
+from . import approvals, goals, resources, tasks, waits
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -93,6 +93,8 @@ def control(db: Database, op: str, work_id: str, cfg: Config | None = None) -> d
                                f"work item {work_id} is {item['desired_state']}; {op} cannot change that")
         if item["desired_state"] in ("done", "cancelled"):
             return {"work_id": work_id, "control_version": item["control_version"]}  # ending twice: no change
+        if item["kind"] == "goal":
+            goals.check_control(db, item, op)
         cv = item["control_version"] + 1
         extra = {"desired_state": desired, "control_version": cv}
         if op == "resume":
@@ -144,6 +146,13 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
         return control(db, op, req["work_id"], cfg)
     if op == "stop_all":
         return stop_all(db)
+    if op == "goal_create":
+        return goals.create(db, cfg, req["session_id"], req["objective"], req.get("budget"))
+    if op == "goal_update":
+        return goals.update(db, req["goal_id"], req["revision"], req["objective"], req.get("reason"))
+    if op == "budget_set":
+        return goals.budget_set(db, req["work_id"], req["limit"])
+
     if op in ("approve", "deny"):
         try:
             return approvals.decide(db, req["approval_id"], "approved" if op == "approve" else "denied")
@@ -206,6 +215,8 @@ def _serve_one(cfg: Config, conn: socket.socket) -> None:
             wake_all(cfg.run_dir)
         except ControlError as exc:
             reply = {"error": {"code": exc.code, "text": exc.text, "definite": exc.definite}}
+        except goals.GoalError as exc:
+            reply = {"error": {"code": exc.code, "text": exc.text, "definite": True}}
         except Exception as exc:  # reported to the kit as an indefinite internal error
             log.exception("control request failed")
             reply = {"error": {"code": "internal", "text": f"{type(exc).__name__}: {exc}", "definite": False}}

@@ -165,6 +165,9 @@ POINTS: tuple[str, ...] = (
     "recovery.claim.after", "recovery.repair.after", "recovery.decide.after",
     "approval.consume.before", "approval.consume.after",
     "wait.notify.before_admit", "wait.notify.after",
+    # Goals (impl/goals.py, impl/acceptance.py)
+    "todo.complete.before_acceptance", "acceptance.verifier.before", "acceptance.verifier.after",
+    "acceptance.achieve.before",
     # the Paperclip task layer (tasks.py, task_runner.py)
     "retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
     "bootstrap.before_dispatch", "coordinator.settle.before", "coordinator.settle.after",

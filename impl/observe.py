@@ -1,7 +1,7 @@
 """The normalized snapshot for ``observe``, read from the two databases in one pass.
 
-Sections this runtime cannot know are not invented: it has no Goals
-(later profiles), so those are sent as null and left out of ``init_ok.observes``. Leases do not
+Sections this runtime cannot know are not invented; Goals come from ``goals_view``, Paperclip tasks and runs
+from ``tasks``. Leases do not
 expire by time (ownership is confirmed by process identity), so ``expires_at`` is null.
 
 Every snapshot carries ``storage``: whether the databases can be read at a schema this runtime knows, and if
@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from . import tasks
+from .goals_view import receipt_attribution, snapshot_goals
 from .schema import (
     RUNTIME_MIGRATIONS,
     STORAGE_ACTIONS,
@@ -27,8 +28,8 @@ from .store import now, process_alive
 
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
-OBSERVES = ["work_items", "turns", "tool_calls", "approvals", "usage_receipts", "leases", "waits", "fenced_writes",
-            *tasks.SECTIONS]
+OBSERVES = ["work_items", "goals", "turns", "tool_calls", "approvals", "usage_receipts", "leases", "waits",
+            "fenced_writes", *tasks.SECTIONS]
 STORE = {"runtime.db": len(RUNTIME_MIGRATIONS), "usage.db": len(USAGE_MIGRATIONS)}  # file -> schema version known
 STORAGE_DECL = {"files": list(STORE), "schema_version": "sqlite_user_version"}
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
@@ -97,11 +98,11 @@ def snapshot(data_dir: Path) -> dict:
     db, udb = data_dir / "runtime.db", data_dir / "usage.db"
     storage = storage_state(data_dir)
     if storage["state"] != "ok":
-        return {s: None for s in (*OBSERVES, "goals")} | {"storage": storage}
+        return {s: None for s in OBSERVES} | {"storage": storage}
     if not db.exists():
-        return {s: [] for s in OBSERVES} | {"goals": None, "storage": storage}
+        return {s: [] for s in OBSERVES} | {"storage": storage}
     try:
-        items, inputs, turns, calls, leases, fenced, waits, approvals = _read_many(db, [
+        items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
             ("SELECT * FROM inputs ORDER BY accepted_at", ()),
             ("SELECT * FROM turns ORDER BY work_id, seq_no", ()),
@@ -109,7 +110,9 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM leases WHERE released=0", ()),
             ("SELECT * FROM fenced_writes ORDER BY id", ()),
             ("SELECT * FROM waits", ()),
-            ("SELECT * FROM approvals ORDER BY created_at, rowid", ())])
+            ("SELECT * FROM approvals ORDER BY created_at, rowid", ()),
+            ("SELECT * FROM goals ORDER BY created_at", ()),
+            ("SELECT a.* FROM goal_acceptances a JOIN goals g ON a.acceptance_id = g.acceptance_id", ())])
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
         raise Unreadable(f"recovery_failed_storage_unavailable: {exc} (actions: retry, restore_backup)") from exc
@@ -130,9 +133,11 @@ def snapshot(data_dir: Path) -> dict:
                     "consumed": w["retry_at"] <= now()}
                    for w in items if w["status"] == "waiting" and w["reason_code"] == "retry_scheduled"
                    and w["retry_at"] is not None]
+    goal_by_work = {g["work_id"]: g for g in goal_rows}
     return {
         "work_items": work_items,
-        "goals": None,
+        "goals": snapshot_goals(goal_rows, {w["work_id"]: w for w in items},
+                                {a["goal_id"]: a for a in accepted}),
         "turns": [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["continuation_key"],
                    "predecessor": t["predecessor"], "status": t["status"]} for t in turns],
         "tool_calls": [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"],
@@ -144,7 +149,8 @@ def snapshot(data_dir: Path) -> dict:
                        "status": a["status"], "tool_call_id": a["provider_call_id"],
                        "effect_set": json.loads(a["effect_set"])} for a in approvals],
         "usage_receipts": [{"receipt_id": r["request_id"], "work_id": r["work_id"], "request_id": r["request_id"],
-                            "attempt": r["attempt"], "goal_id": None, "revision": None,
+                            "attempt": r["attempt"],
+                            **receipt_attribution(r, goal_by_work),
                             "prompt_tokens": r["prompt_tokens"] if r["state"] in ("known", "partial") else None,
                             "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
                             "usage": _USAGE_STATES[r["state"]]} for r in receipts],

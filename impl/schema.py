@@ -101,6 +101,28 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
         notification_id TEXT PRIMARY KEY, handle TEXT NOT NULL, version TEXT NOT NULL, outcome TEXT NOT NULL,
         source TEXT NOT NULL, status TEXT NOT NULL, received_at REAL NOT NULL);
     """,
+    # 3: Goals (impl/goals.py, impl/acceptance.py): objective, requirements, Todo, acceptance, budget
+    """
+    CREATE TABLE goals (
+        goal_id TEXT PRIMARY KEY, work_id TEXT NOT NULL UNIQUE, session_id TEXT NOT NULL,
+        objective TEXT NOT NULL, revision INTEGER NOT NULL, goal_version INTEGER NOT NULL DEFAULT 1,
+        state TEXT NOT NULL, phase TEXT, reason_code TEXT, reason_text TEXT NOT NULL DEFAULT '',
+        max_tokens INTEGER, max_cost_usd REAL, budget_at REAL NOT NULL DEFAULT 0,
+        last_blocker TEXT, blocker_streak INTEGER NOT NULL DEFAULT 0, acceptance_id TEXT,
+        terminal_snapshot TEXT, transcript_anchor INTEGER, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+    CREATE TABLE goal_requirements (
+        goal_id TEXT NOT NULL, req_id TEXT NOT NULL, text TEXT NOT NULL, revision INTEGER NOT NULL,
+        waived_reason TEXT, PRIMARY KEY (goal_id, req_id));
+    CREATE TABLE goal_todo (
+        goal_id TEXT NOT NULL, todo_id TEXT NOT NULL, text TEXT NOT NULL DEFAULT '', required INTEGER NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0, removed INTEGER NOT NULL DEFAULT 0, blocked_by TEXT,
+        PRIMARY KEY (goal_id, todo_id));
+    CREATE TABLE goal_acceptances (
+        acceptance_id TEXT PRIMARY KEY, goal_id TEXT NOT NULL, revision INTEGER NOT NULL,
+        goal_version INTEGER NOT NULL, control_version INTEGER NOT NULL, result_version INTEGER NOT NULL,
+        request_id TEXT, outcome TEXT NOT NULL, verdicts TEXT NOT NULL, valid INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL);
+    """,
 )
 
 USAGE_MIGRATIONS: tuple[str, ...] = (

@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from . import approvals, recovery, task_runner, waits
+from . import approvals, goals, recovery, task_runner, waits
 from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
@@ -158,6 +158,9 @@ class Worker:
             if recovering:
                 failpoint("recovery.decide.after", work_id)
             item = one(ctx.db, "SELECT * FROM work_items WHERE work_id=?", (work_id,))
+            if item["kind"] == "goal":  # the same claim and recovery; the Goal's own turns and acceptance
+                goals.run(ctx, item, gen, turn, recovering, self._project)
+                return
             if turn is None:
                 turn = recovery.admit(ctx, item, gen, recovering)
             if turn["status"] != "active":  # never expected; a bounded retry, not a silent stall or a spin

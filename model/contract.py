@@ -500,33 +500,34 @@ CLAUSES: tuple[Clause, ...] = (
        "query timeout does not imply the external operation stopped"),
 
     # ---- Goal states
-    _c("GOAL-01", _S, _GOALS, "ML", SEED_000, LAYER,
+    _c("GOAL-01", _S, _GOALS, "MLH", SEED_000, LAYER,
        "A Goal's state is one of active, paused, blocked, achieved, cancelled, budget_exhausted; working, waiting and "
        "verifying are phases, not states.",
        "Goal states remain active / paused / blocked / achieved / cancelled / budget_exhausted."),
-    _c("GOAL-02", _S, _GOALS, "ML", SEED_000, LAYER,
+    _c("GOAL-02", _S, _GOALS, "MLH", SEED_000, LAYER,
        "A revision or permission change invalidates earlier acceptance and automatic-continuation reservations.",
        "Revision or permission changes invalidate old acceptance and automatic-continuation reservations"),
     _c("GOAL-03", _S, _GOALS, "ML", SEED_000, ARC,
        "A Goal's after-terminal hook submits continuation requests only for the current version.",
        "Goal.after_terminal submits continuation requests only for the current version."),
-    _c("GOAL-04", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-04", _S, _GOALS, "MLCH", SEED_000, TODO,
        "Only the current goal_id + revision + verified result version may submit achieved.",
-       "Only the current goal_id + revision + verified result version may submit achieved."),
-    _c("GOAL-05", _S, _GOALS, "ML", SEED_000, TODO,
+       "Only the current goal_id + revision + verified result version may submit achieved.",
+       points=("acceptance.verifier.before", "acceptance.verifier.after", "acceptance.achieve.before")),
+    _c("GOAL-05", _S, _GOALS, "MLH", SEED_000, TODO,
        "Evidence versions and the Goal control version are rechecked before achieved is committed.",
        "Recheck evidence versions and compare the Goal control version before committing."),
-    _c("GOAL-06", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-06", _S, _GOALS, "MLH", SEED_000, TODO,
        "An achieved Goal is not monitored or reopened afterwards; later work needs separate acceptance.",
        "it does not automatically monitor files or reopen the Goal afterward"),
-    _c("GOAL-07", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-07", _S, _GOALS, "MLH", SEED_000, TODO,
        "A Goal enters blocked only when the same real blocker recurs consecutively and no independent work is "
        "available.",
        "Enter blocked only when the same real blocker recurs consecutively and no independent work is available."),
     _c("GOAL-08", _S, _GOALS, "ML", SEED_000, TODO,
        "A Goal waiting on a live handle is in phase waiting and makes no idle model turns.",
        "Waiting with a live handle enters waiting without idle model turns."),
-    _c("GOAL-09", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-09", _S, _GOALS, "MLH", SEED_000, TODO,
        "A round count is never evidence of blocking or completion, and there is no default round cap.",
        "A fixed total round count is not evidence of blocking or completion."),
     _c("GOAL-10", _S, _GOALS, "L", SEED_000, GOALUI,
@@ -537,14 +538,14 @@ CLAUSES: tuple[Clause, ...] = (
        "Terminal history is saved with the Goal state under optimistic concurrency."),
 
     # ---- Todo and acceptance
-    _c("ACC-01", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-01", _S, _GOALS, "MLH", SEED_000, TODO,
        "Goal creation preserves the original objective and extracts verifiable requirements from it.",
        "At creation, preserve the original objective and extract verifiable requirements"),
     _c("ACC-02", _S, _GOALS, "ML", SEED_000, TODO,
        "Every necessary requirement has an evidence checkpoint; adding or removing Todo items never removes an "
        "original requirement.",
        "adding or removing Todo must not implicitly remove original requirements"),
-    _c("ACC-03", _S, _GOALS, "L", SEED_000, TODO,
+    _c("ACC-03", _S, _GOALS, "LH", SEED_000, TODO,
        "Ordinary work turns run no second judge.",
        "Ordinary work turns do not run a second judge."),
     _c("ACC-04", _L, _GOALS, "MLC", SEED_000, TODO,
@@ -552,11 +553,11 @@ CLAUSES: tuple[Clause, ...] = (
        "without verification.",
        "Enter verifying when the worker submits a complete candidate or all required Todo items finish without "
        "verification.", points=("todo.complete.before_acceptance",)),
-    _c("ACC-05", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-05", _S, _GOALS, "MLH", SEED_000, TODO,
        "Acceptance first checks current revision, required Todo, unfinished subtasks and relevant unknown effects, "
        "then runs one independent read-only review.",
        "then run one independent read-only acceptance review"),
-    _c("ACC-06", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-06", _S, _GOALS, "MLH", SEED_000, TODO,
        "The worker's completion text is never an acceptance fact.",
        "The worker's completion text is not an acceptance fact."),
     _c("ACC-07", _S, _GOALS, "ML", SEED_000, TODO,
@@ -566,10 +567,10 @@ CLAUSES: tuple[Clause, ...] = (
        "Evidence for a controlled artifact carries a version number or content digest; an external fact carries its "
        "verification time and query receipt.",
        "Controlled artifacts use version numbers or content digests"),
-    _c("ACC-09", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-09", _S, _GOALS, "MLH", SEED_000, TODO,
        "Verification tests keep ordinary tool approval and budget rules; shell verification is not read-only.",
        "calling shell verification does not make it read-only"),
-    _c("ACC-10", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-10", _S, _GOALS, "MLH", SEED_000, TODO,
        "Missing evidence returns the Goal to another work turn, never to a fabricated acceptance.",
        "Missing evidence returns to another work turn rather than fabricated acceptance."),
     _c("ACC-11", _S, _GOALS, "ML", SEED_000, TODO,
@@ -580,7 +581,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-01", _S, _CHAT, "MLH", SEED_000, COST,
        "A provider request's goal_id, revision, turn_id and request_id are fixed before it is dispatched.",
        "Fix goal_id / revision / turn_id / request_id before dispatch.", points=("provider.request.before",)),
-    _c("USG-02", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-02", _S, _GOALS, "MLH", SEED_000, COST,
        "Ordinary chat after a Goal is paused carries no attribution to that Goal.",
        "Ordinary chat after pausing has no old Goal attribution."),
     _c("USG-03", _S, _CHAT, "MH", SEED_000, COST,
@@ -599,7 +600,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-07", _S, _CHAT, "MCH", SEED_000, COST,
        "A failed receipt write is retried with the same idempotency key, and statistics can be rebuilt after restart.",
        "Temporary failures retry with the same idempotency key, and restart can reconstruct statistics."),
-    _c("USG-08", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-08", _S, _GOALS, "MLH", SEED_000, COST,
        "A late receipt stays attributed to its original Goal even if the Goal was paused, ended or edited.",
        "Late receipts remain attributed to the original Goal even if paused, ended, or edited."),
     _c("USG-09", _S, _CHAT, "ML", SEED_000, COST,
@@ -624,15 +625,15 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-14", _S, _GOALS, "ML", SEED_000, COST,
        "If an explicit time limit cannot be verified new admission stops; no default limit is added.",
        "If an explicit time limit cannot be verified, stop new admission without adding a default limit."),
-    _c("USG-15", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-15", _S, _GOALS, "MLH", SEED_000, COST,
        "Budgets are unlimited by default: a Goal without a budget gets no default restriction.",
        "Budgets are unlimited by default."),
-    _c("USG-16", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-16", _S, _GOALS, "MLH", SEED_000, COST,
        "Under a hard cost budget unknown prices or unverifiable consumption are never available balance: new paid "
        "admission pauses with a reason.",
        "unknown prices or unverifiable consumption cannot be treated as available balance; pause new paid admission "
        "and explain why"),
-    _c("USG-17", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-17", _S, _GOALS, "MLH", SEED_000, COST,
        "Explicit budgets are rechecked after a ledger reload and before execution recovery or acceptance.",
        "Recheck explicit budgets after ledger reload and before execution recovery or acceptance."),
     _c("USG-18", _S, _CHAT, "MH", SEED_000, COST,
@@ -676,7 +677,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("UI-03", _S, _CHAT, "LCH", SEED_000, LAYER,
        "Derived UI and statistics are reconstructable and never overwrite original records.",
        "Derived UI and statistics can be reconstructed and must not overwrite original records."),
-    _c("UI-04", _S, _GOALS, "ML", SEED_000, CTRL,
+    _c("UI-04", _S, _GOALS, "MLH", SEED_000, CTRL,
        "The flags can_resume, can_verify, can_end and the reason_code come from the backend; no client infers them "
        "from status strings.",
        "Backend can_resume / can_verify / can_end and reason_code determine button permissions"),
@@ -685,7 +686,7 @@ CLAUSES: tuple[Clause, ...] = (
        "unexplained controls.",
        "UI read failures show “State temporarily unavailable” with refresh, not permanently disabled unexplained "
        "controls."),
-    _c("UI-06", _S, _GOALS, "L", SEED_000, GOALUI,
+    _c("UI-06", _S, _GOALS, "LH", SEED_000, GOALUI,
        "Verifier messages are internal records: no assessment text, evidence identifiers or raw report is appended "
        "to chat.",
        "Canonically identified verifier messages are internal records, not assistant chat prose"),
@@ -907,7 +908,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("FA-07", _S, _JOBS, "C", SEED_003, ZH_FAIL,
        "A crash during parent/child delivery delivers the child's result to the parent exactly once.",
        "父子消息投递中", points=("child.delivery.before", "child.delivery.after"), restarts=_KILLS),
-    _c("FA-08", _S, _GOALS, "C", SEED_000, FAIL,
+    _c("FA-08", _S, _GOALS, "CH", SEED_000, FAIL,
        "A crash after all Todo items complete but before acceptance leads to acceptance after recovery, never to "
        "achieved without it.",
        "all Todo complete before acceptance", points=("todo.complete.before_acceptance",), restarts=_KILLS),
@@ -1072,6 +1073,56 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
         "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
         observable=True),
+    # --- Goal profile (D22): what checks_goals cannot judge yet, and why
+    "REC-16": NotJudged(
+        "Which code path a runtime recovers a Goal through is internal; what a shared entry point guarantees, a "
+        "Goal continuing by itself after a restart with one owner and nothing asked twice, is judged by the chat "
+        "checks on goal_restart and goal_work_turns's chaos cells.", observable=False),
+    "GOAL-11": NotJudged(
+        "That the terminal record is written in the same transaction as the state is internal; its visible "
+        "consequence, achieved only for the Goal version its acceptance judged, is judged as GOAL-04 and GOAL-05.",
+        observable=False),
+    "GOAL-03": NotJudged(
+        "The after-terminal hook's continuation requests show only with a continuation the kit could tell from a "
+        "new turn; the snapshot has no continuation reservations, and a revision's invalidation of acceptance is "
+        "judged as GOAL-02.", observable=True),
+    "GOAL-08": NotJudged(
+        "A live wait needs the kit's scripted external operation (profile waits); no Goal scenario waits on one "
+        "yet, so a model turn while a Goal waits is never provoked.", observable=True),
+    "GOAL-10": NotJudged(
+        "The snapshot's goals section (protocol 1.3) has no terminal record or transcript anchor to compare across "
+        "Goals; it needs an additive field first.", observable=True),
+    "ACC-02": NotJudged(
+        "The snapshot does not carry a Goal's requirements or Todo items, so a requirement dropped with a Todo item "
+        "cannot be seen; it needs an additive requirements section first.", observable=True),
+    "ACC-07": NotJudged(
+        "The snapshot's acceptance is one value for the whole Goal, not per requirement with evidence references; "
+        "what the verifier said per requirement is the kit's own script, and achieved on it is judged as ACC-10.",
+        observable=True),
+    "ACC-08": NotJudged(
+        "The versions or digests a runtime attaches to its evidence are not in the snapshot; a changed artifact the "
+        "kit could rewrite between review and commit needs a probe tool that versions a file, which the kit lacks.",
+        observable=True),
+    "ACC-11": NotJudged(
+        "A waiver shows only as requirements the revision drops, and the snapshot carries no requirements (see "
+        "ACC-02); a revision's reason is accepted by goal_update but not observable afterwards.", observable=True),
+    "CTL-06": NotJudged(
+        "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
+        "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
+    "USG-06": NotJudged(
+        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null); a receipt written "
+        "before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
+    "USG-11": NotJudged(
+        "Active time is not in the snapshot; it needs an additive field and a kit clock jump across a pause.",
+        observable=True),
+    "USG-12": NotJudged(
+        "An executor's last heartbeat and stop time are not in the snapshot; it needs an additive field first.",
+        observable=True),
+    "USG-13": NotJudged(
+        "Active time is not in the snapshot (see USG-11), so a timer restarted by late usage cannot be seen.",
+        observable=True),
+    "USG-14": NotJudged(
+        "BudgetLimit has no time limit in protocol 1.3; goal_create cannot set one to be verified.", observable=True),
 }
 
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so

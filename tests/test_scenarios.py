@@ -32,8 +32,9 @@ def test_a_scenario_names_real_clauses_scripts_and_tools(scenario):
     styles = {s.style_of(step) for s in script.scripts for step in s.steps}
     if "USG-05" in scenario.clauses:  # summing is visible only when usage comes in more than one chunk
         assert "cumulative" in styles, scenario.id
-    if "none" in styles:  # with no usage reported, what it aims at is that usage ends unknown
-        assert "USG-10" in scenario.clauses and "USG-05" not in scenario.clauses, scenario.id
+    if "none" in styles:  # with no usage reported, what it aims at is that usage ends unknown (USG-10), or that
+        # unknown cost is never available balance under a hard budget (USG-16)
+        assert {"USG-10", "USG-16"} & set(scenario.clauses) and "USG-05" not in scenario.clauses, scenario.id
     assert set(scenario.tools) <= PROBES | {name for name, _ in BOUNDARY_TOOLS}  # effect_boundary registers its own
     called = {call.name for s in script.scripts for step in s.steps for call in step.tool_calls}
     assert called <= set(scenario.tools)
@@ -75,7 +76,9 @@ def test_required_clauses_of_chat_core_are_those_its_scenarios_exercise():
     required = required_clauses(Profile.CHAT_CORE)
     assert {"INP-01", "FA-15", "USG-05", "RI-02", "RI-03", "RI-05", "CTL-02", "CTL-03", "OWN-02"} <= required
     assert not any(c.startswith(("GOAL", "APR", "JOB", "RTY")) for c in required)
-    assert required_clauses("goals") == {"GOAL-01", "RI-02"}
+    goals = required_clauses("goals")
+    assert {"GOAL-01", "GOAL-04", "ACC-05", "ACC-10", "USG-16", "RI-02"} <= goals
+    assert not any(c.startswith(("APR", "JOB", "RTY", "WAIT")) for c in goals)
 
 
 def test_a_scenario_applies_only_when_its_profile_is_declared():

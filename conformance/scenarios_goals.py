@@ -1,0 +1,226 @@
+"""The Goal profile's scripts and drives; ``scenarios`` declares their ``Scenario`` entries in the single catalogue.
+
+Each Goal is opened with ``goal_create`` (certify's drives and chaos alike: ``Scenario.opens_goal``); its
+objective carries the session's script tag, so the scripted provider answers its worker requests from the
+script's steps and its acceptance (a request marked ``X-Recoverykit-Role: verifier``) from the script's
+``verifier`` replies, keyed by how many worker steps were delivered before it.
+
+The scripted worker speaks its Goal actions as directives in its answer text (docs/adapter-guide.md, "Goals"):
+``[[goal:todo ID]]``, ``[[goal:done ID]]``, ``[[goal:candidate]]``, ``[[goal:blocker KEY on=ID]]``. The verifier
+answers JSON ``{"requirements": {"objective": {"verdict": "met", "evidence": ["step:N"]}}}``: a runtime
+extracts the requirement ``objective`` from an objective without ``[[req:ID]]`` markers. What the kit
+judges is in ``checks_goals``; the drives add only what a check cannot see (a refused Resume, the state
+the Goal ends in).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, _result
+from recoverykit.conformance.environment import Run
+from recoverykit.conformance.provider_script import script_tag
+from recoverykit.model.catalogue import Verdict
+
+GOAL_SETTLE_S = 30.0
+HOLD_VERIFIER = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
+
+
+def verdict(outcome: str = "met", *evidence: int, faults: list | None = None,
+            usage: tuple[int, int] = (40, 10)) -> dict:
+    """A verifier reply: the requirement ``objective`` with ``outcome`` and evidence ``step:N`` for each N."""
+    body = {"requirements": {"objective": {"verdict": outcome, "evidence": [f"step:{n}" for n in evidence]}}}
+    return {"text": json.dumps(body), "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+            "faults": faults or []}
+
+
+def work(text: str, tokens: tuple[int, int] = (30, 12)) -> dict:
+    return {"text": text, "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}}
+
+
+def goal_script(script_id: str, steps: list[dict], verifier: dict[int, dict], usage: str = "final") -> dict:
+    return {"id": script_id, "usage_style": usage, "steps": steps, "verifier": {str(k): v for k, v in verifier.items()}}
+
+
+def objective(script_id: str, text: str = "write the report") -> str:
+    return f"{script_tag(script_id)} {text}"
+
+
+def create(run: Run, script_id: str, budget: dict | None = None) -> dict[str, Any] | None:
+    """goal_create for the script's session; the reply's fields, or None if refused."""
+    out = run.op("goal_create", session_id=f"s-{script_id}", objective=objective(script_id), budget=budget)
+    return out.reply.model_dump(mode="json") if out.ok else None
+
+
+def goal(snapshot: dict[str, Any], goal_id: str | None) -> dict[str, Any] | None:
+    return next((g for g in snapshot.get("goals") or [] if g["goal_id"] == goal_id), None)
+
+
+def expect_state(snapshot: dict[str, Any], created: dict | None, states: set[str], clause_id: str,
+                 when: str) -> ClauseResult:
+    if created is None:
+        return _result(clause_id, Verdict.UNKNOWN, "goal_create was refused")
+    found = goal(snapshot, created["goal_id"])
+    if found is None:
+        return _result(clause_id, Verdict.UNKNOWN, f"Goal {created['goal_id']} not observed {when}")
+    ok = found["state"] in states
+    detail = f"Goal {created['goal_id']} is {found['state']} {when}"
+    return _result(clause_id, Verdict.VALID if ok else Verdict.INVALID,
+                   detail if ok else f"{detail} (expected {sorted(states)})")
+
+
+def wait_state(run: Run, goal_id: str, states: set[str], timeout_s: float = GOAL_SETTLE_S) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    snap = run.observe()
+    while time.monotonic() < deadline:
+        found = goal(snap, goal_id)
+        if found is not None and found["state"] in states:
+            return snap
+        time.sleep(0.1)
+        snap = run.observe()
+    return snap
+
+
+# --- scripts --------------------------------------------------------------------------------------
+
+THREE_TURNS = goal_script("gw", [work("[[goal:todo t1]] [[goal:todo t2]] plan: two parts"),
+                                 work("[[goal:done t1]] part one written"),
+                                 work("[[goal:done t2]] part two written")], {3: verdict("met", 1, 2)})
+RESTARTED = goal_script("gk", [work("[[goal:todo t1]] [[goal:todo t2]] plan: two parts"),
+                                {**work("[[goal:done t1]] part one written"), "faults": HOLD_VERIFIER},
+                                work("[[goal:done t2]] part two written")], {3: verdict("met", 1, 2)})
+UNMET = goal_script("gu", [work("[[goal:candidate]] a first draft"), work("[[goal:candidate]] the draft, fixed")],
+                    {1: verdict("unmet"), 2: verdict("met", 1)})
+MISSING_EVIDENCE = goal_script("gm", [work("[[goal:candidate]] done, trust me"), work("[[goal:candidate]] proof")],
+                               {1: verdict("met"), 2: verdict("met", 1)})
+REVISED = goal_script("gr", [work("[[goal:candidate]] the first objective done"),
+                             work("[[goal:candidate]] the revised objective done")],
+                      {1: verdict("met", 0, faults=HOLD_VERIFIER), 2: verdict("met", 1)})
+PAUSED = goal_script("gp", [work("[[goal:candidate]] done")], {1: verdict("met", 0, faults=HOLD_VERIFIER)})
+CHAT_BESIDE = {"id": "gpc", "usage_style": "final", "steps": [work("an ordinary answer")]}
+BLOCKED = goal_script("gb", [work("[[goal:todo t1]] [[goal:blocker dep on=t1]] waiting for the dependency"),
+                             work("[[goal:blocker dep on=t1]] still waiting for the dependency")], {})
+INDEPENDENT = goal_script("gi", [work("[[goal:todo t1]] [[goal:todo t2]] [[goal:blocker dep on=t1]] t1 waits"),
+                                 work("[[goal:blocker dep on=t1]] working on t2 meanwhile"),
+                                 work("[[goal:done t2]] [[goal:done t1]] the dependency came back")],
+                          {3: verdict("met", 2)})
+UNKNOWN_COST = goal_script("gc", [work("[[goal:todo t1]] step one"), work("[[goal:done t1]] step two")],
+                           {2: verdict("met", 1)}, usage="none")
+EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("[[goal:done t1]] two")], {2: verdict("met", 1)})
+# 42 tokens a step: the second step reaches the limit just as the Todo is done, so acceptance waits for the budget
+EXHAUST_LIMIT = {"max_tokens": 60, "max_cost_usd": None}
+UNKNOWN_COST_LIMIT = {"max_tokens": 100000, "max_cost_usd": None}
+
+
+# --- drives ---------------------------------------------------------------------------------------
+
+
+def drive_three_turns(run: Run) -> list[ClauseResult]:
+    run.start()
+    created = create(run, "gw")
+    _, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, created, {"achieved"}, "ACC-04", "after three work turns and one acceptance")]
+
+
+def drive_restart(run: Run) -> list[ClauseResult]:
+    """An active Goal is killed mid-work and continues by itself; an achieved one stays achieved."""
+    run.start()
+    created = create(run, "gk")
+    if created is None:
+        return [_result("GOAL-01", Verdict.UNKNOWN, "goal_create was refused")]
+    run.wait_held(GOAL_SETTLE_S, script_id="gk", step=1)
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    run.start()
+    _, final = run.settle(GOAL_SETTLE_S)
+    out = [expect_state(final, created, {"achieved"}, "GOAL-01", "after a kill mid-work")]
+    run.kill("tree_kill")
+    run.start()
+    _, again = run.settle(GOAL_SETTLE_S)
+    out.append(expect_state(again, created, {"achieved"}, "GOAL-06", "after another restart"))
+    return out
+
+
+def drive_until_settled(script_id: str, budget: dict | None = None):
+    def drive(run: Run) -> list[ClauseResult]:
+        run.start()
+        create(run, script_id, budget)
+        run.settle(GOAL_SETTLE_S)
+        return []
+    drive.__name__ = f"drive_goal_{script_id}"
+    return drive
+
+
+def drive_revision_during_verifying(run: Run) -> list[ClauseResult]:
+    run.start()
+    created = create(run, "gr")
+    if created is None:
+        return [_result("GOAL-02", Verdict.UNKNOWN, "goal_create was refused")]
+    run.wait_held(GOAL_SETTLE_S, script_id="gr", step=1)
+    run.op("goal_update", goal_id=created["goal_id"], revision=created["revision"],
+           objective=objective("gr", "write the report, with a summary"), reason=None)
+    run.provider.release()
+    run.settle(GOAL_SETTLE_S)
+    return []
+
+
+def drive_pause_during_verifying(run: Run) -> list[ClauseResult]:
+    run.start()
+    created = create(run, "gp")
+    if created is None:
+        return [_result("GOAL-04", Verdict.UNKNOWN, "goal_create was refused")]
+    run.wait_held(GOAL_SETTLE_S, script_id="gp", step=1)
+    run.op("pause", work_id=created["work_id"])
+    run.provider.release()
+    _, paused = run.settle(GOAL_SETTLE_S)
+    out = [expect_state(paused, created, {"paused"}, "GOAL-04", "after a Pause during verifying")]
+    run.op("submit", session_id="s-gpc", text=f"{script_tag('gpc')} ordinary chat", client_msg_id="c-gpc-1")
+    run.settle(GOAL_SETTLE_S)  # ordinary chat while the Goal is paused: none of its usage is the Goal's (USG-02)
+    run.op("resume", work_id=created["work_id"])
+    _, final = run.settle(GOAL_SETTLE_S)
+    out.append(expect_state(final, created, {"achieved"}, "GOAL-05", "after Resume: acceptance again, then achieved"))
+    return out
+
+
+def drive_blocker(run: Run) -> list[ClauseResult]:
+    run.start()
+    blocked = create(run, "gb")
+    independent = create(run, "gi")
+    _, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, blocked, {"blocked"}, "GOAL-07", "after the same blocker twice, no other work"),
+            expect_state(final, independent, {"achieved"}, "GOAL-07", "with independent work left beside the blocker")]
+
+
+def drive_unknown_cost(run: Run) -> list[ClauseResult]:
+    run.start()
+    created = create(run, "gc", UNKNOWN_COST_LIMIT)
+    _, final = run.settle(GOAL_SETTLE_S)
+    found = goal(final, created["goal_id"]) if created else None
+    if found is None:
+        return [_result("USG-16", Verdict.UNKNOWN, "the Goal was not observed")]
+    ok = found["state"] == "paused" and found["reason_code"] == "budget_unknown_cost"
+    return [_result("USG-16", Verdict.VALID if ok else Verdict.INVALID,
+                    f"the Goal is {found['state']} ({found['reason_code']}) after an unknown-cost response")]
+
+
+def drive_budget_raised(run: Run) -> list[ClauseResult]:
+    run.start()
+    created = create(run, "ge", EXHAUST_LIMIT)
+    if created is None:
+        return [_result("USG-16", Verdict.UNKNOWN, "goal_create was refused")]
+    _, exhausted = run.settle(GOAL_SETTLE_S)
+    out = [expect_state(exhausted, created, {"budget_exhausted"}, "USG-16", "once the spent tokens reach the limit")]
+    resumed = run.op("resume", work_id=created["work_id"])
+    _, still = run.settle(GOAL_SETTLE_S)
+    left = goal(still, created["goal_id"])
+    if resumed.ok and left is not None and left["state"] != "budget_exhausted":
+        out.append(_result("USG-16", Verdict.INVALID, f"a Resume without a budget change made it {left['state']}"))
+    run.op("budget_set", work_id=created["work_id"], limit={"max_tokens": 100000, "max_cost_usd": None})
+    _, final = run.settle(GOAL_SETTLE_S)
+    out.append(expect_state(final, created, {"achieved"}, "USG-15", "after the budget was raised"))
+    return out
+
+
+GOAL_BUDGETS: dict[str, dict] = {"gc": UNKNOWN_COST_LIMIT, "ge": EXHAUST_LIMIT}

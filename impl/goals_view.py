@@ -1,0 +1,50 @@
+"""The ``goals`` section of ``observe``: a Goal's state, phase and button permissions, computed by the backend.
+
+Kept apart from ``goals`` (the worker's and control's side) so that the adapter's observe path imports no
+execution code. ``can_resume`` / ``can_verify`` / ``can_end`` and ``reason_code`` are decided here, from the
+durable rows, so no client has to infer them from a status string (seed 000, UI-04).
+"""
+
+from __future__ import annotations
+
+
+def snapshot_goals(goals: list[dict], items: dict[str, dict], accepted: dict[str, dict]) -> list[dict]:
+    """The ``goals`` section: state and the button permissions computed here, never left to a client."""
+    out = []
+    for g in goals:
+        w = items.get(g["work_id"]) or {}
+        state = g["state"]
+        if state not in ("achieved", "budget_exhausted"):
+            if w.get("desired_state") == "cancelled":
+                state = "cancelled"
+            elif w.get("desired_state") == "paused":
+                state = "paused"
+        terminal = state in ("achieved", "cancelled")
+        phase = None if terminal or state == "paused" else (g["phase"] or "working")
+        reason = None
+        if state == "paused":
+            reason = g["reason_code"] if g["state"] == "paused" else w.get("reason_code")
+        elif state in ("blocked", "budget_exhausted"):
+            reason = g["reason_code"]
+        elif state == "cancelled":
+            reason = "user_cancelled"
+        acc = accepted.get(g["goal_id"])
+        out.append({
+            "goal_id": g["goal_id"], "work_id": g["work_id"], "state": state, "phase": phase,
+            "revision": g["revision"],
+            "can_resume": state in ("paused", "blocked") and g["reason_code"] not in ("budget_unknown_cost",),
+            "can_verify": state == "active", "can_end": not terminal, "reason_code": reason,
+            "budget": None if g["max_tokens"] is None and g["max_cost_usd"] is None else {
+                "max_tokens": g["max_tokens"], "max_cost_usd": g["max_cost_usd"], "spent_tokens_known": None,
+                "requests_usage_unknown": None},
+            "acceptance": acc["outcome"] if acc and acc["revision"] == g["revision"] and acc["valid"] else None})
+    return out
+
+
+def receipt_attribution(receipt: dict, goal_by_work: dict[str, dict]) -> dict:
+    """A receipt's Goal and revision as fixed before its request was sent (null for ordinary chat)."""
+    goal = goal_by_work.get(receipt["work_id"])
+    if goal is None:
+        return {"goal_id": None, "revision": None}
+    return {"goal_id": goal["goal_id"], "revision": receipt["objective_revision"]}
+
