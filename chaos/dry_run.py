@@ -133,6 +133,9 @@ def _spec(points: Iterable[str]) -> str:
 
 
 def _submit_all(env: CaseEnv, scenario: Scenario) -> None:
+    if scenario.chaos.kick is not None:  # the scenario starts its own work (Paperclip tasks)
+        scenario.chaos.kick(env)
+        return
     for session in scenario.sessions:
         kind, fields = scenario.open_request(session, f"dry-{scenario.id}-{session}", f"{session}-1",
                                              f"dry run {script_tag(scenario.script_id(session))}")

@@ -18,6 +18,7 @@ from typing import Any
 
 from recoverykit.chaos import restarts, spares
 from recoverykit.chaos.case_env import CaseEnv
+from recoverykit.conformance import disk
 from recoverykit.conformance.checker import Evidence, check
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.provider_script import script_tag
@@ -45,10 +46,12 @@ def _replay(seed: int, wave: int, adapter: str | list[str] | None) -> str:
 
 
 def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
-             timeout_s: float = 20.0) -> dict[str, Any]:
-    scenario = scenario_named(SCENARIO)
+             timeout_s: float = 20.0, scenario_id: str = SCENARIO) -> dict[str, Any]:
+    """One wave of ``scenario_id`` (the chat scenario by default; a scenario with a chaos kick starts its own
+    work, as in systematic mode, so random and systematic runs of one scenario can be compared)."""
+    scenario = scenario_named(scenario_id)
     plan = schedule(seed, wave)
-    result: dict[str, Any] = {"id": f"random/{seed}/{wave}", "scenario": SCENARIO, "point": "random", "hit": 0,
+    result: dict[str, Any] = {"id": f"random/{seed}/{wave}", "scenario": scenario_id, "point": "random", "hit": 0,
                               "kind": "+".join(k for _, k in plan), "schedule": plan, "status": "error",
                               "verdict": Verdict.UNKNOWN.value, "clauses": [], "violations": [],
                               "replay": _replay(seed, wave, adapter)}
@@ -57,10 +60,14 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
     try:
         init_ok = env.start()
         env.start_runtime()
-        for session in scenario.sessions:
-            kind, fields = scenario.open_request(session, f"random-{session}", f"{session}-1",
-                                                 f"wave {seed}/{wave} {script_tag(scenario.script_id(session))}")
-            env.request_async(kind, **fields)
+        if scenario.chaos.kick is not None:
+            from recoverykit.chaos.runner import kick
+            kick(env, scenario.chaos.kick)
+        else:
+            for session in scenario.sessions:
+                kind, fields = scenario.open_request(session, f"random-{session}", f"{session}-1",
+                                                     f"wave {seed}/{wave} {script_tag(scenario.script_id(session))}")
+                env.request_async(kind, **fields)
         for delay, kind in plan:
             time.sleep(delay)
             if kind == RestartKind.WORKER_KILL.value:
@@ -72,7 +79,8 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
         env.auto_release()
         env.wait_pending()
         quiescent = env.quiesce(30.0)
-        env.observe(quiescent)
+        if env.observe(quiescent).get("workspaces") is not None:  # task workspaces: the kit looks at the disk
+            disk.inspect(env, "recovered")
         clauses = check(Evidence(history=env.recorder.history, ledger=env.provider.records(), witness=env.witness(),
                                  observes=frozenset(s.value for s in init_ok.observes)))
         result["clauses"] = [c.as_dict() for c in clauses]
@@ -90,12 +98,13 @@ def run_wave(seed: int, wave: int, adapter: str | list[str] | None = None, *, ba
 
 
 def run_waves(count: int, seed: int, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
-              stop_at_first: bool = False, progress=None, first_wave: int = 0) -> list[dict[str, Any]]:
+              stop_at_first: bool = False, progress=None, first_wave: int = 0,
+              scenario_id: str = SCENARIO) -> list[dict[str, Any]]:
     out = []
     try:
         with spares.warm_spares():  # each wave adopts the adapter started during the one before
             for wave in range(first_wave, first_wave + count):
-                result = run_wave(seed, wave, adapter, base_dir=base_dir)
+                result = run_wave(seed, wave, adapter, base_dir=base_dir, scenario_id=scenario_id)
                 out.append(result)
                 if progress is not None:
                     progress(result)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -30,6 +31,7 @@ from recoverykit.chaos import restarts
 from recoverykit.chaos.case_env import DEFAULT_ADAPTER, CaseEnv
 from recoverykit.chaos.cases import Case, not_implemented_reason
 from recoverykit.chaos.prediction import check_prediction
+from recoverykit.conformance import disk
 from recoverykit.conformance.broker import FailpointNotHit
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError, RefusedProcess
@@ -59,6 +61,14 @@ def arm_recovery(case: Case) -> str:
 
 def _pause_at(point: str, hit: int) -> str:
     return f"{point}={hit - 1}*off->1*pause" if hit > 1 else f"{point}=1*pause"
+
+
+def kick(env: CaseEnv, start: Any) -> None:
+    """Run a scenario's own start (``Chaos.kick``) in a thread the case waits for like a pending submit."""
+    thread = threading.Thread(target=start, args=(env,), daemon=True, name="chaos-kick")
+    thread.result = {}  # type: ignore[attr-defined]
+    thread.start()
+    env._pending.append((None, None, thread))  # type: ignore[attr-defined]
 
 
 def replay_command(case: Case, adapter: str | list[str] | None) -> str:
@@ -153,10 +163,13 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             raise
         _NEVER_UP[key] = 0
         timings["started"] = time.monotonic() - t0
-        for session in scenario.sessions:
-            kind, fields = scenario.open_request(session, f"{case.scenario}-{session}", f"{session}-1",
-                                                 f"chaos {case.id} {script_tag(scenario.script_id(session))}")
-            env.request_async(kind, **fields)
+        if scenario.chaos.kick is not None:  # the scenario starts its own work (Paperclip tasks)
+            kick(env, scenario.chaos.kick)
+        else:
+            for session in scenario.sessions:
+                kind, fields = scenario.open_request(session, f"{case.scenario}-{session}", f"{session}-1",
+                                                     f"chaos {case.id} {script_tag(scenario.script_id(session))}")
+                env.request_async(kind, **fields)
         if case.point in RECOVERY_POINTS:  # the first crash, so that there is something to recover
             env.provider.wait_for_held(timeout_s)
             restarts.tree_kill(env, "tree_kill")
@@ -186,7 +199,8 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         env.wait_pending()  # a submit released by the restart must land before quiescence means anything
         quiescent = env.quiesce(QUIESCE_S)
         with_suppress_timeout(env)
-        env.observe(quiescent)
+        if env.observe(quiescent).get("workspaces") is not None:  # task workspaces: the kit looks at the disk
+            disk.inspect(env, "recovered")
         timings["recovered"] = time.monotonic() - t0
         evidence = Evidence(history=env.recorder.history, ledger=env.provider.records(), witness=env.witness(),
                             observes=frozenset(s.value for s in init_ok.observes))

@@ -25,6 +25,7 @@ from typing import Any
 from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _restarts, _verdict, _work_of_scripts
 from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 
 GRACEFUL = {"normal_exit", "graceful_worker_restart"}
 _STOPS = ("pause", "end", "stop_all")
@@ -160,7 +161,13 @@ def _stopped(ev: Evidence, work_id: str, at: float) -> bool:
 def _repeated_after(ev: Evidence, fault, answered_before) -> list[str]:
     """Steps (per script) answered before ``fault`` and requested again after it."""
     out = []
+    # a Paperclip task's runs all ask the task's one request: a later run (a Retry, a scheduled retry) is a new
+    # attempt the user or the policy asked for, not a lost checkpoint (checks_paperclip judges those runs)
+    tasks = {t for i, _ in ev.history.completions() if i.f == "task_create"
+             for t in SCRIPT_TAG_RE.findall(i.value.get("text", ""))}
     for script_id, attempts in _by_script(ev).items():
+        if script_id in tasks:
+            continue
         done_steps = {c.request.get("step") for c in attempts if answered_before(c)}
         again = [c for c in attempts if c.request["time"] > fault.time and c.request.get("step") in done_steps]
         out += [f"script {script_id} step {c.request.get('step')} was answered before the {fault.kind} "

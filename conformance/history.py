@@ -58,7 +58,7 @@ Event = Op | Observation | Fault
 # a process paused (SIGSTOP) or let go on (SIGCONT), the state of a scripted external operation set (profile
 # waits). Checks about restarts ignore them.
 NOT_A_RESTART = frozenset({"clock_jump", "resource_missing", "resource_restored", "process_pause",
-                           "process_continue", "external_state"})
+                           "process_continue", "external_state", "workspace_inspection"})
 
 
 def restarts(history: History) -> list[Fault]:

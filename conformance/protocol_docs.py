@@ -63,6 +63,14 @@ CHANGELOG = """\
   `effect_set` (the unknown-effect set it was asked under). Without them the approval checks that match an
   approval to the probe execution it allows stay unknown, never valid. The interruption points
   `approval.consume.before` / `.after` and `wait.notify.before_admit` / `.after` join the catalogue.
+- **1.3** (profile `paperclip_retry`, seed 001 with #19759): Paperclip tasks. The requests `task_create` and
+  `task_fault` (an environment fault the kit injects: a run failing with an error code, a workspace preparation
+  failing validation), the snapshot sections `tasks`, `wakeup_receipts`, `workspaces`,
+  `recovery_coordinators` and `retry_schedule`, optional `runs` fields (`generation`, `attempt`,
+  `error_code`, `workspace`, `dispatched`), `retry_ok.receipt_status` and a `retry_ok.run_id` that is null
+  while the receipt is deferred; the interruption points `retry.receipt.*`, `workspace.prepare.*`,
+  `bootstrap.before_dispatch` and `coordinator.settle.*`. For a task, `retry.work_id` is its `task_id`.
+  Adapters of earlier versions that do not declare `paperclip_retry` need no change.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -36,6 +36,8 @@ FIELD_DOCS: dict[str, str] = {
     "call_id": "The tool call, as the runtime identifies it.",
     "run_id": "The run (one attempt of a task), as the runtime identifies it.",
     "receipt_id": "The usage receipt, as the runtime identifies it.",
+    "task_id": "The Paperclip task, as the runtime identifies it (since 1.3).",
+    "company": "The company a Paperclip task belongs to, as the runtime names it (since 1.3).",
     "pid": "An operating-system process id.",
     "host_id": "The execution host identity the runtime records.",
     "kind": "One value of the vocabulary named in the type column.",

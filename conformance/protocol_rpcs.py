@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 from recoverykit.conformance.protocol_envelope import Reply, Request
 from recoverykit.conformance.protocol_snapshot import Id, Record, Section, Snapshot
+from recoverykit.conformance.protocol_tasks import ReceiptStatus, TaskCreate, TaskCreateOk, TaskFault, TaskFaultOk
 from recoverykit.model.catalogue import (
     INTERRUPTION_POINTS,
     EffectClass,
@@ -269,8 +270,11 @@ class Retry(Request):
 
 class RetryOk(Reply):
     type: Literal["retry_ok"] = "retry_ok"
-    run_id: Id
+    run_id: Id | None = Field(description="The run created or attached to. Since 1.3 it may be null: the receipt is "
+                              "saved but admission waits (`receipt_status` `deferred`).")
     created: bool = Field(description="False when the key attached to an already accepted Retry.")
+    receipt_status: ReceiptStatus | None = Field(
+        None, description="Since 1.3, optional: the status of the click's wakeup receipt after this request.")
 
 
 class Reload(Request):
@@ -412,8 +416,16 @@ RPCS: tuple[RPC, ...] = (
         "is run and the versions match; a duplicate, or one for another version, admits nothing.",
         Notify, NotifyOk, Profile.WAITS, since="1.3"),
     RPC("budget_set", "Set or change a hard budget.", BudgetSet, BudgetSetOk, Profile.GOALS),
-    RPC("retry", "A deliberate Retry (Paperclip): idempotent per key, bound to the observed run.",
-        Retry, RetryOk, Profile.PAPERCLIP_RETRY),
+    RPC("retry", "A deliberate Retry (Paperclip): idempotent per key, bound to the observed run. For a task "
+        "(since 1.3) `work_id` is its `task_id`; a key already used in the company, whatever its receipt's status, "
+        "answers with that receipt's run and `created` false; an `observed_run_id` that is not the task's current "
+        "run is `precondition_failed`.", Retry, RetryOk, Profile.PAPERCLIP_RETRY),
+    RPC("task_create", "Create a Paperclip task and its initial run (seed 001).", TaskCreate, TaskCreateOk,
+        Profile.PAPERCLIP_RETRY, since="1.3"),
+    RPC("task_fault", "Environment fault the kit injects (test instrumentation, like a failpoint): the task's next "
+        "runs or workspace preparations fail with the given error code. A restart during bootstrap needs no "
+        "request: the kit kills at `bootstrap.before_dispatch`.", TaskFault, TaskFaultOk, Profile.PAPERCLIP_RETRY,
+        since="1.3"),
     RPC("reload", "Frontend reload: disconnect the client and reconnect; changes no intent.",
         Reload, ReloadOk, Profile.CHAT_CORE),
     RPC("plant_paused_record", "Sent only to adapters declaring `init_ok.legacy_paused_record`, and only while the "

@@ -12,6 +12,15 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 from recoverykit.conformance.protocol_envelope import finish_schema
+from recoverykit.conformance.protocol_tasks import (
+    TASK_SECTION_DOCS,
+    TASK_SECTION_MODELS,
+    RecoveryCoordinator,
+    RetryScheduleEntry,
+    Task,
+    WakeupReceipt,
+    Workspace,
+)
 from recoverykit.model.catalogue import (
     Acceptance,
     ApprovalStatus,
@@ -51,6 +60,11 @@ class Section(StrEnum):
     WAITS = "waits"
     FENCED_WRITES = "fenced_writes"
     RUNS = "runs"
+    TASKS = "tasks"  # since 1.3, profile paperclip_retry (protocol_tasks)
+    WAKEUP_RECEIPTS = "wakeup_receipts"
+    WORKSPACES = "workspaces"
+    RECOVERY_COORDINATORS = "recovery_coordinators"
+    RETRY_SCHEDULE = "retry_schedule"
 
 
 class AcceptedInput(Record):
@@ -192,6 +206,14 @@ class Run(Record):
     status: RunStatus
     retry_of: Id | None = Field(description="The run this one retries; null for the first run.")
     idempotency_key: str | None = Field(description="The Retry key that created this run; null if not a Retry.")
+    generation: int | None = Field(None, ge=1, description="Since 1.3, optional: the task's recovery generation.")
+    attempt: int | None = Field(None, ge=1, description="Since 1.3, optional: the attempt within the generation "
+                                "(1 is the generation's first run).")
+    error_code: str | None = Field(None, description="Since 1.3, optional: why the run failed; null otherwise.")
+    workspace: str | None = Field(None, description="Since 1.3, optional: the directory the run bound, relative to "
+                                  "`data_dir`; null before preparation.")
+    dispatched: bool | None = Field(None, description="Since 1.3, optional: a provider dispatch started in this "
+                                    "run (its physical work); null if not tracked.")
 
 
 class StorageStatus(Record):
@@ -225,6 +247,14 @@ class Snapshot(Record):
     fenced_writes: list[FencedWrite] | None = Field(
         None, description="Null (or omitted) unless declared in `observes`.")
     runs: list[Run] | None = Field(None, description="Null (or omitted) unless declared in `observes`.")
+    tasks: list[Task] | None = Field(None, description="Since 1.3. Null (or omitted) unless declared.")
+    wakeup_receipts: list[WakeupReceipt] | None = Field(
+        None, description="Since 1.3. Null (or omitted) unless declared.")
+    workspaces: list[Workspace] | None = Field(None, description="Since 1.3. Null (or omitted) unless declared.")
+    recovery_coordinators: list[RecoveryCoordinator] | None = Field(
+        None, description="Since 1.3. Null (or omitted) unless declared.")
+    retry_schedule: list[RetryScheduleEntry] | None = Field(
+        None, description="Since 1.3. Null (or omitted) unless declared.")
     storage: StorageStatus | None = Field(
         None, description="Since 1.1. The store's state; sent (never null) by an adapter that declares "
         "`init_ok.storage`, null otherwise. While it is not `ok` the declared sections may be null: the store "
@@ -235,6 +265,7 @@ SECTION_MODELS: dict[Section, type[Record]] = {
     Section.WORK_ITEMS: WorkItem, Section.GOALS: Goal, Section.TURNS: Turn, Section.TOOL_CALLS: ToolCall,
     Section.APPROVALS: Approval, Section.USAGE_RECEIPTS: UsageReceipt, Section.LEASES: Lease,
     Section.WAITS: Wait, Section.FENCED_WRITES: FencedWrite, Section.RUNS: Run,
+    **{Section(name): model for name, model in TASK_SECTION_MODELS.items()},
 }
 SECTION_DOCS: dict[Section, str] = {
     Section.WORK_ITEMS: "Run intent and status of every chat request, Goal and Job.",
@@ -247,4 +278,5 @@ SECTION_DOCS: dict[Section, str] = {
     Section.WAITS: "Durable waits with their unique consumption keys.",
     Section.FENCED_WRITES: "Writes the runtime rejected because they came from a stale generation.",
     Section.RUNS: "Paperclip-style runs and Retries (profile paperclip_retry).",
+    **{Section(name): doc for name, doc in TASK_SECTION_DOCS.items()},
 }

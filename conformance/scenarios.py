@@ -75,6 +75,9 @@ class Chaos:
     double_start: bool = False  # after a kill, two starts race: a repeated notification must admit once
     clauses: tuple[str, ...] = ()  # what its chaos cases aim at (the failure-acceptance report's cells)
     none: str = ""  # why the scenario has no chaos cells at all (then nothing else is read)
+    # how a chaos case starts the scenario's work instead of one submit per session: called with the case's
+    # environment (chaos.case_env.CaseEnv) in a thread of its own; it must tolerate the kill (scenarios_paperclip)
+    kick: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -783,23 +786,6 @@ def drive_job(run: Run) -> list[ClauseResult]:
     return []
 
 
-def drive_retry(run: Run) -> list[ClauseResult]:
-    run.start()
-    work_id = submit(run, "rty")
-    run.settle(SETTLE_S)
-    runs = run.observe().get("runs") or []
-    observed = next((r["run_id"] for r in runs if r["work_id"] == work_id), None)
-    if work_id is None or observed is None:
-        return [_result("RTY-05", Verdict.UNKNOWN, "no run observed to Retry")]
-    first = run.op("retry", work_id=work_id, idempotency_key="k1", observed_run_id=observed)
-    again = run.op("retry", work_id=work_id, idempotency_key="k1", observed_run_id=observed)
-    if not (first.ok and again.ok):
-        return [_result("RTY-05", Verdict.UNKNOWN, "retry refused")]
-    same = first.reply.run_id == again.reply.run_id and not again.reply.created
-    return [_result("RTY-05", Verdict.VALID if same else Verdict.INVALID,
-                    "" if same else f"a repeated key created run {again.reply.run_id}")]
-
-
 _CHAT = Profile.CHAT_CORE
 _K = RestartKind
 
@@ -983,9 +969,6 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
     Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
              (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
-             Chaos(kinds=(_K.TREE_KILL,))),
-    Scenario("paperclip_retry", "a repeated Retry key attaches to the same run", Profile.PAPERCLIP_RETRY,
-             (script("rty", text_step(), usage="final"),), (), ("RTY-05", "RTY-04"), drive_retry,
              Chaos(kinds=(_K.TREE_KILL,))),
 )
 
@@ -1495,5 +1478,37 @@ SCENARIOS += (
              "found by polling with backoff, a timed-out query never taken for a stop", Profile.WAITS,
              (wait_script("wl"),), (_wt.EXTERNAL,), ("WAIT-03", "WAIT-06", "INP-01"),
              _wt.drive_lost_notification, _NO_WAIT_CHAOS, _wt.needs_external),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- Paperclip task retry (profile paperclip_retry, seed 001 with #19759): drives in scenarios_paperclip -------
+
+from recoverykit.conformance import scenarios_paperclip as _pc  # noqa: E402
+
+_PC = Profile.PAPERCLIP_RETRY
+_UNAVAILABLE = [{"kind": "error", "status": 503, "attempts": [1, 2, 3, 4, 5], "message": "overloaded"}]
+SCENARIOS += (
+    Scenario("paperclip_19759", "#19759: a Retry restarted during bootstrap re-prepares in its task directory; a "
+             "failed re-preparation settles its coordinator and a later Retry creates a run", _PC,
+             (_pc.task_script("p19a", _pc.HELD), _pc.task_script("p19b", _pc.HELD)), (),
+             ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40", "RTY-02"), _pc.drive_19759,
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS,
+                   clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-04"), kick=_pc.chaos_kick_19759)),
+    Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
+             "and after failure, a stale observed run", _PC,
+             (_pc.task_script("pra", _pc.HELD2), _pc.task_script("prb", _pc.HELD)), (),
+             ("RTY-04", "RTY-05"), _pc.drive_retry_admission,
+             Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
+    Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
+             "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", _PC,
+             (_pc.task_script("psc", _UNAVAILABLE),), (),
+             ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06", "RTY-41"), _pc.drive_schedule,
+             Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
+                        "move them")),
+    Scenario("paperclip_cooldown", "a provider cooldown longer than the backoff decides the next retry's due "
+             "time, and a click while that retry waits attaches to it", _PC, (_pc.task_script("pcd", _pc.HELD),), (),
+             ("RTY-29", "RTY-20"), _pc.drive_cooldown,
+             Chaos(none="the restart is the drive's, placed inside the schedule")),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}

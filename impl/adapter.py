@@ -29,8 +29,8 @@ NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.3"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
-NOT_SUPPORTED = ("retry",)
-PROFILES = ["chat_core", "goals", "approvals", "waits"]
+NOT_SUPPORTED: tuple[str, ...] = ()
+PROFILES = ["chat_core", "goals", "approvals", "waits", "paperclip_retry"]
 
 
 class OpError(Exception):
@@ -264,6 +264,20 @@ class Adapter:
 
     def op_deny(self, req: dict) -> dict:
         return self._control({"op": "deny", "approval_id": req["approval_id"]})
+
+    # --- Paperclip tasks (profile paperclip_retry, protocol 1.3; impl/tasks.py) ---------------------------
+
+    def op_task_create(self, req: dict) -> dict:
+        return self._control({"op": "task_create", "project": req.get("project"), "text": req["text"]})
+
+    def op_retry(self, req: dict) -> dict:
+        return self._control({"op": "retry", "work_id": req["work_id"], "idempotency_key": req["idempotency_key"],
+                              "observed_run_id": req["observed_run_id"]})
+
+    def op_task_fault(self, req: dict) -> dict:
+        return self._control({"op": "task_fault", "task_id": req["task_id"], "fault": req["fault"],
+                              "error_code": req["error_code"], "cooldown_s": req.get("cooldown_s"),
+                              "count": req.get("count", 1)})
 
     # --- reading ---------------------------------------------------------------------------------
 

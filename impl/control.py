@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-from . import approvals, goals, resources, waits
+from . import approvals, goals, resources, tasks, waits
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -163,6 +163,11 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
         return {}
     if op == "ping":
         return {"pid": os.getpid()}
+    if op in tasks.OPS:  # the Paperclip task layer keeps its own store (tasks.db)
+        try:
+            return tasks.handle(cfg.path, req)
+        except tasks.TaskError as exc:
+            raise ControlError(exc.code, exc.text) from exc
     raise ControlError("not_supported", f"the control process does not know {op!r}")
 
 

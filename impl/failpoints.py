@@ -168,4 +168,7 @@ POINTS: tuple[str, ...] = (
     # Goals (impl/goals.py, impl/acceptance.py)
     "todo.complete.before_acceptance", "acceptance.verifier.before", "acceptance.verifier.after",
     "acceptance.achieve.before",
+    # the Paperclip task layer (tasks.py, task_runner.py)
+    "retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
+    "bootstrap.before_dispatch", "coordinator.settle.before", "coordinator.settle.after",
 )

@@ -1,7 +1,7 @@
 """The normalized snapshot for ``observe``, read from the two databases in one pass.
 
-Sections this runtime cannot know are not invented: it has no Paperclip runs (a later profile), so
-that section is sent as null and left out of ``init_ok.observes``; Goals come from ``goals_view``. Leases do not
+Sections this runtime cannot know are not invented; Goals come from ``goals_view``, Paperclip tasks and runs
+from ``tasks``. Leases do not
 expire by time (ownership is confirmed by process identity), so ``expires_at`` is null.
 
 Every snapshot carries ``storage``: whether the databases can be read at a schema this runtime knows, and if
@@ -15,6 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from . import tasks
 from .goals_view import receipt_attribution, snapshot_goals
 from .schema import (
     RUNTIME_MIGRATIONS,
@@ -28,7 +29,7 @@ from .store import now, process_alive
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
 OBSERVES = ["work_items", "goals", "turns", "tool_calls", "approvals", "usage_receipts", "leases", "waits",
-            "fenced_writes"]
+            "fenced_writes", *tasks.SECTIONS]
 STORE = {"runtime.db": len(RUNTIME_MIGRATIONS), "usage.db": len(USAGE_MIGRATIONS)}  # file -> schema version known
 STORAGE_DECL = {"files": list(STORE), "schema_version": "sqlite_user_version"}
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
@@ -97,9 +98,9 @@ def snapshot(data_dir: Path) -> dict:
     db, udb = data_dir / "runtime.db", data_dir / "usage.db"
     storage = storage_state(data_dir)
     if storage["state"] != "ok":
-        return {s: None for s in (*OBSERVES, "runs")} | {"storage": storage}
+        return {s: None for s in OBSERVES} | {"storage": storage}
     if not db.exists():
-        return {s: [] for s in OBSERVES} | {"runs": None, "storage": storage}
+        return {s: [] for s in OBSERVES} | {"storage": storage}
     try:
         items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
@@ -162,7 +163,7 @@ def snapshot(data_dir: Path) -> dict:
                   for w in waits] + timer_waits,
         "fenced_writes": [{"work_id": f["work_id"], "generation": f["stale_generation"],
                            "current_generation": f["current_generation"] or 0, "what": f["op"]} for f in fenced],
-        "runs": None,
+        **tasks.sections(data_dir),  # runs, tasks, wakeup receipts, workspaces, coordinators, retry schedule
         "storage": storage,
     }
 
@@ -180,6 +181,7 @@ def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])
+    items = items + tasks.pending(data_dir)
     seen = {i["work_id"] for i in items}
     # also a live owner still finishing an item, and an item waiting for its owner's host when that is us now
     busy = [{"work_id": o["work_id"], "status": o["status"]} for o in owned if o["work_id"] not in seen and (

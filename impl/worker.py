@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from . import approvals, goals, recovery, waits
+from . import approvals, goals, recovery, task_runner, waits
 from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
@@ -39,6 +39,7 @@ class Worker:
         me = Identity.me(cfg.host_id)
         # facts first: a worker that cannot read or migrate them exits before it binds or claims anything
         self.ctx = Ctx(cfg, open_runtime_db(cfg.path), open_usage_db(cfg.path), me, lambda: self.stop)
+        task_runner.use_usage_db(cfg, self.ctx.udb)
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         self.wake_path = cfg.run_dir / f"wake-{os.getpid()}.sock"
         self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -95,9 +96,11 @@ class Worker:
     def _next_retry_in(self) -> float | None:
         row = one(self.ctx.db, "SELECT MIN(retry_at) AS t FROM work_items WHERE desired_state='run' AND"
                                " status='waiting' AND reason_code='retry_scheduled'")
+        tasks_due = task_runner.next_due_in(self.cfg)
         if row is None or row["t"] is None:
-            return None
-        return max(0.0, row["t"] - now()) + 0.01
+            return tasks_due
+        mine = max(0.0, row["t"] - now()) + 0.01
+        return mine if tasks_due is None else min(mine, tasks_due)
 
     def candidates(self) -> list[dict]:
         """Runnable items, least recently served session first (fair across sessions)."""
@@ -118,6 +121,8 @@ class Worker:
 
     def step(self) -> bool:
         """Claim one runnable item and run it; False when there was nothing to claim."""
+        if task_runner.step(self.cfg, self.ctx.me):  # Paperclip task runs (profile paperclip_retry)
+            return True
         for item in self.candidates():
             if self.stop:
                 return False

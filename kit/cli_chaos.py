@@ -206,8 +206,10 @@ def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, th
     declared = systematic.declare(adapter, out / "runs")
     selection = {"random": random_waves, "seed": seed}
     try:
+        one = scenarios.split(",")[0].strip() if scenarios not in ("all", "") and "," not in scenarios else None
         results = waves.run_waves(random_waves, seed, adapter, base_dir=out / "runs", first_wave=wave or 0,
-                                  progress=_progress(random_waves, quiet, acceptance.accepted))
+                                  progress=_progress(random_waves, quiet, acceptance.accepted),
+                                  scenario_id=one or waves.SCENARIO)  # --scenarios X: waves of that one scenario
     except KeyboardInterrupt as exc:
         doc = systematic.results_document(getattr(exc, "partial_results", []), declared, mode="random",
                                           shard=the_shard, selection=selection, seed=seed, started=started,

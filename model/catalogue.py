@@ -88,6 +88,21 @@ INTERRUPTION_POINTS: tuple[InterruptionPoint, ...] = (
        "000 / Automatic recovery contract, step 3"),
     _P("recovery.decide.after", _R, _CHAT, "recovery decision persisted, work not yet admitted",
        "000 / Automatic recovery contract, step 4-5"),
+    # Paperclip task retry (seed 001, Admission and execution; #19759 What Changed)
+    _P("retry.receipt.before", _R, Profile.PAPERCLIP_RETRY, "a Retry click received, its wakeup receipt not yet "
+       "durable (must not be acknowledged)", "001 / Admission and execution"),
+    _P("retry.receipt.after", _R, Profile.PAPERCLIP_RETRY, "the wakeup receipt durable, the click not yet answered",
+       "001 / Admission and execution"),
+    _P("workspace.prepare.before", _R, Profile.PAPERCLIP_RETRY, "a run's workspace chosen, not yet prepared or "
+       "bound", "001 / Admission and execution"),
+    _P("workspace.prepare.after", _R, Profile.PAPERCLIP_RETRY, "the workspace prepared and durably bound to the run, "
+       "bootstrap not yet begun", "001 / Admission and execution"),
+    _P("bootstrap.before_dispatch", _R, Profile.PAPERCLIP_RETRY, "the run bootstraps: workspace bound, provider "
+       "dispatch not yet started (#19759's restart window)", "001 / #19759 Steps to reproduce"),
+    _P("coordinator.settle.before", _R, Profile.PAPERCLIP_RETRY, "a failed re-preparation decided, its coordinator "
+       "not yet settled", "001 / #19759 What Changed"),
+    _P("coordinator.settle.after", _R, Profile.PAPERCLIP_RETRY, "the coordinator settled as terminal_failure, "
+       "deferred work not yet woken", "001 / #19759 What Changed"),
 )
 
 POINTS_BY_NAME: dict[str, InterruptionPoint] = {p.name: p for p in INTERRUPTION_POINTS}

@@ -17,16 +17,16 @@ def test_the_registry_is_read_from_the_checks_themselves():
     assert own02["checks_owners.check_one_sender"] == KIT
     assert own02["checker.check_generations"] == SELF_REPORTED
     assert any(x["kind"] == "scenario" for x in reg["CTL-02"])
-    assert "RTY-28" not in reg  # no check names it: no entry, never a claim
+    assert "RTY-32" not in reg  # no check names it: no entry, never a claim
 
 
 def test_valid_without_a_killing_mutant_is_unproven_and_not_judged():
-    doc = coverage({"OWN-02": "valid", "FA-13": "valid", "RTY-28": "unknown"})
+    doc = coverage({"OWN-02": "valid", "FA-13": "valid", "RTY-32": "unknown"})
     rows = {r["clause"]: r for r in doc["clauses"]}
     assert rows["OWN-02"]["status"] == "judged" and rows["OWN-02"]["killing_mutants"]
     assert rows["OWN-02"]["evidence"] == KIT
     assert rows["FA-13"]["status"] in ("unproven", "judged")  # judged only once a mutant proves its check
-    assert rows["RTY-28"]["status"] == "no check"
+    assert rows["RTY-32"]["status"] == "no check"
     chat = doc["profiles"]["chat_core"]
     assert chat["judged"] <= chat["proven"] and chat["judged"] <= chat["valid"]
 

@@ -1,0 +1,255 @@
+"""The Paperclip task-retry scenarios (profile ``paperclip_retry``, seed 001 with pull request #19759).
+
+Part of the one catalogue: ``scenarios.py`` declares these scenarios with the drives below, so certify runs them and
+the checks judge them like every other scenario. This module imports nothing of ``scenarios``
+(``scenarios`` imports it).
+
+- ``paperclip_19759``: the pull request's steps, as a named case. A task with no project fails after a restart
+  (``native_session_interrupted``); the user clicks Retry; the run starts in its fresh task directory under
+  ``isolated-workspace-attempts``; a restart hits it during bootstrap. Expected: re-preparation reuses that
+  directory as a task directory. A second task takes the same steps, but its re-preparation fails before
+  dispatch: the coordinator settles, and a later Retry creates a run.
+- ``paperclip_retry``: admission. A double click with one key (concurrently), the same key after the run
+  completed and after it failed, and a stale observed run.
+- ``paperclip_schedule``: the maintenance schedule, driven by the kit's clock (a restart with a larger clock
+  offset), never by waiting: retries at their due times, a restart in the middle (budget and jitter kept), the
+  30-minute window, exhaustion, then a new deliberate click.
+
+The kit records what it sees on disk itself (``disk.inspect``): the ``isolated-workspace-attempts`` tree and
+``git worktree list`` of every repository in the data dir.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from recoverykit.conformance import disk
+from recoverykit.conformance.checker import ClauseResult
+from recoverykit.conformance.environment import Run
+from recoverykit.conformance.provider_script import script_tag
+
+WAIT_S = 20.0
+HELD = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
+HELD2 = [{"kind": "hold", "at_chunk": 0, "attempts": [1, 2]}]  # the first run and the first Retry run
+BOOTSTRAP_PAUSE = "bootstrap.before_dispatch=pause"
+
+
+def _step(text: str = "done", faults: list | None = None) -> dict:
+    return {"text": text, "usage": {"prompt_tokens": 20, "completion_tokens": 5}, "faults": faults or []}
+
+
+def task_script(script_id: str, faults: list | None = None) -> dict:
+    # one answer per run: every run of a task sends the same request (the same script step, the next attempt)
+    return {"id": script_id, "usage_style": "final", "steps": [_step(f"done {script_id}", faults)],
+            "when_exhausted": "repeat_last"}
+
+
+def task_of(snapshot: dict[str, Any], task_id: str | None) -> dict[str, Any] | None:
+    return next((t for t in snapshot.get("tasks") or [] if t["task_id"] == task_id), None)
+
+
+def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: float = WAIT_S) -> dict[str, Any] | None:
+    """Observe until the task is in one of ``statuses``; the last snapshot's task (None if never)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        task = task_of(run.observe(), task_id)
+        if (task is not None and task["status"] in statuses) or time.monotonic() >= deadline:
+            return task
+        time.sleep(0.05)
+
+
+def create(run: Run, script_id: str, project: str | None = None) -> tuple[str | None, str | None]:
+    out = run.op("task_create", project=project, text=f"{script_tag(script_id)} work on the task")
+    return (out.reply.task_id, out.reply.run_id) if out.ok else (None, None)
+
+
+def retry(run: Run, task_id: str | None, key: str, observed: str | None):
+    return run.op("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none")
+
+
+def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
+                       release: bool = True) -> list[tuple[str | None, str | None]]:
+    """Tasks with no project whose first runs are in flight at the provider when the runtime is killed: after
+    the restart each has failed (``native_session_interrupted``) and offers Retry. ``release``: later holds of
+    the scripts are released as soon as they are reached (else the drive releases them itself)."""
+    made = [create(run, s) for s in scripts]
+    for s in scripts:
+        run.wait_held(WAIT_S, script_id=s)
+    run.kill("tree_kill")
+    run.provider.release(cut=True)
+    if release:
+        run.provider.auto_release()
+    run.start(failpoints=failpoints)
+    for task_id, _ in made:
+        wait_task(run, task_id, {"retry_offered", "retry_scheduled"})
+    return made
+
+
+def drive_19759(run: Run) -> list[ClauseResult]:
+    run.start()
+    (ta, ra), (tb, rb) = fail_after_restart(run, "p19a", "p19b", failpoints=BOOTSTRAP_PAUSE)
+    clicks = [retry(run, ta, "k19759-a1", ra), retry(run, tb, "k19759-b1", rb)]
+    if not all(c.ok and c.reply.run_id for c in clicks) or run.broker is None:
+        return []  # the checks judge what happened: a refused click leaves the clauses unknown
+    deadline = time.monotonic() + WAIT_S  # both Retry runs bootstrap (two workers), held before dispatch
+    while time.monotonic() < deadline and len([h for h in run.broker.held()
+                                               if h.point == "bootstrap.before_dispatch"]) < 2:
+        time.sleep(0.02)
+    run.op("task_fault", task_id=tb, fault="prepare_fails", error_code="workspace_validation_failed", count=1)
+    run.observe()
+    disk.inspect(run, "bootstrap")
+    run.kill("tree_kill")  # the restart during bootstrap
+    run.start(failpoints="")
+    wait_task(run, ta, {"succeeded", "retry_offered", "retry_scheduled"})
+    task_b = wait_task(run, tb, {"retry_offered", "retry_scheduled", "succeeded"})
+    disk.inspect(run, "recovered")
+    later = retry(run, tb, "k19759-b2", (task_b or {}).get("current_run"))  # the later Retry must create a run
+    if later.ok and later.reply.run_id:
+        wait_task(run, tb, {"succeeded", "retry_offered"})
+    run.settle(WAIT_S)
+    disk.inspect(run, "end")
+    return []
+
+
+def drive_retry_admission(run: Run) -> list[ClauseResult]:
+    run.start()
+    # both tasks' first runs fail after a restart; the Retry run of "prb" fails too (the kit's environment fault);
+    # the Retry run of "pra" is held at the provider while the clicks arrive (accepted work, still running)
+    (ta, ra), (tb, rb) = fail_after_restart(run, "pra", "prb", release=False)
+    run.op("task_fault", task_id=tb, fault="run_fails", error_code="native_session_interrupted", count=1)
+    # a double click with one key and a click with another key, concurrently
+    replies: list[Any] = []
+    threads = [threading.Thread(target=lambda k=k: replies.append(retry(run, ta, k, ra)))
+               for k in ("kpa-1", "kpa-1", "kpa-1b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run.observe()
+    run.wait_held(WAIT_S, script_id="pra")
+    run.provider.auto_release()
+    run.provider.release()
+    wait_task(run, ta, {"succeeded", "retry_offered"})
+    first = next((r.reply.run_id for r in replies if r.ok), None)
+    retry(run, ta, "kpa-1", first)  # the same key after its run completed
+    retry(run, ta, "kpa-2", ra)  # a stale observed run: the task's current run is the Retry's
+    second = retry(run, tb, "kpb-1", rb)  # its run fails (the fault's second hit)
+    wait_task(run, tb, {"retry_offered"})
+    retry(run, tb, "kpb-1", second.reply.run_id if second.ok else rb)  # the same key after its run failed
+    run.settle(WAIT_S)
+    return []
+
+
+SCHEDULE_JUMPS_S = (40.0, 80.0, 160.0, 1600.0)  # past retries 1, 2 and 3; the last beyond the 30-minute window
+
+
+def _scheduled(snap: dict[str, Any], task_id: str | None) -> set[tuple[int, int, float]]:
+    return {(e["generation"], e["attempt"], e["due_at"]) for e in snap.get("retry_schedule") or []
+            if e["task_id"] == task_id and e["state"] == "scheduled"}
+
+
+def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: float = WAIT_S) -> None:
+    """Observe until the task has a scheduled retry it did not have before, or offers Retry."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        snap = run.observe()
+        if (task_of(snap, task_id) or {}).get("status") == "retry_offered" or _scheduled(snap, task_id) - before:
+            return
+        time.sleep(0.05)
+
+
+def drive_schedule(run: Run) -> list[ClauseResult]:
+    """The provider answers 503 (a temporary fault the maintenance policy retries) to every run until the
+    deliberate click after exhaustion."""
+    run.start()
+    task_id, _ = create(run, "psc")
+    wait_rescheduled(run, task_id, set())
+    run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
+    run.start()
+    before = _scheduled(run.observe(), task_id)
+    for jump in SCHEDULE_JUMPS_S:  # the kit's clock moves; the runtime reads it at its next start
+        run.clock_jump(jump)
+        run.kill("tree_kill")
+        run.start()
+        wait_rescheduled(run, task_id, before)
+        before = _scheduled(run.observe(), task_id)
+    task = wait_task(run, task_id, {"retry_offered"})
+    click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
+    if click.ok and click.reply.run_id:
+        wait_task(run, task_id, {"succeeded", "retry_offered", "retry_scheduled"})
+    run.settle(WAIT_S)
+    return []
+
+
+COOLDOWN_S = 900.0  # longer than the second retry's 60 s (±20 %)
+
+
+def drive_cooldown(run: Run) -> list[ClauseResult]:
+    """A provider cooldown longer than the backoff: the first run's stream is cut (a temporary fault: retry 1 in
+    30 s); retry 1 fails with a 900 s cooldown (the kit's environment fault); retry 2 must wait for it. Then the
+    user clicks Retry while retry 2 waits: the click attaches to the automatic recovery."""
+    run.start()
+    task_id, _ = create(run, "pcd")
+    run.wait_held(WAIT_S, script_id="pcd")
+    run.op("task_fault", task_id=task_id, fault="run_fails", error_code="provider_rate_limited",
+           cooldown_s=COOLDOWN_S, count=1)
+    run.provider.release(cut=True)  # no auto_release here: a release racing it could undo the cut
+    wait_rescheduled(run, task_id, set())
+    before = _scheduled(run.observe(), task_id)
+    run.clock_jump(40.0)
+    run.kill("tree_kill")
+    run.start()
+    wait_rescheduled(run, task_id, before)
+    # the user clicks Retry while the cooldown's retry is scheduled: the click attaches to automatic recovery
+    task = task_of(run.observe(), task_id)
+    click = retry(run, task_id, "kpc-1", (task or {}).get("current_run"))
+    if click.ok and click.reply.run_id:
+        wait_task(run, task_id, {"succeeded", "retry_offered", "retry_scheduled"})
+    run.settle(WAIT_S)
+    return []
+
+
+CHAOS_POINTS = ("retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
+                "bootstrap.before_dispatch")
+
+
+def _env_wait(env: Any, task_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        task = task_of(env.observe(), task_id)
+        if task is not None and task["status"] in statuses:
+            return task
+        time.sleep(0.05)
+    return None
+
+
+def _env_click(env: Any, task_id: str, key: str, observed: str | None, timeout_s: float = 10.0) -> Any:
+    """A click that a failpoint may hold: sent asynchronously, its reply awaited (None if cut by the kill)."""
+    pending = env.request_async("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none")
+    pending.join(timeout_s)
+    return pending.result.get("reply")
+
+
+def chaos_kick_19759(env: Any) -> None:
+    """How a chaos case starts the #19759 case: a task with no project whose first run completes; its first
+    Retry run fails at dispatch (the kit's fault), so its second Retry reuses that run's task directory. The
+    points of the Retry path (receipt, preparation: a fresh attempt, then a reuse; bootstrap) are reached, and the
+    case's kill at any of them is followed by a restart that must re-prepare in the bound directory. Stops at the
+    first failed step: the kill ends the drive, the recovery is what is judged."""
+    try:
+        made = env.request("task_create", project=None, text=f"chaos {script_tag('p19a')} work on the task")
+        task = _env_wait(env, made.task_id, {"succeeded", "retry_offered"})
+        if task is None:
+            return
+        env.request("task_fault", task_id=made.task_id, fault="run_fails", error_code="native_session_interrupted",
+                    count=1)
+        first = _env_click(env, made.task_id, "kc-1", task["current_run"])
+        if first is None or not first.run_id:
+            return
+        task = _env_wait(env, made.task_id, {"retry_offered"})
+        if task is not None:
+            _env_click(env, made.task_id, "kc-2", task["current_run"])
+    except Exception:
+        return
