@@ -7,8 +7,8 @@ billed and the last usage the client could have read. Against it, the runtime's 
 - USG-04: a retry is a new provider attempt. Every attempt of a retried request whose consumption the client
   saw (the provider reported usage to it) has a receipt of its own: not merged into another attempt's receipt
   (one receipt serving two attempts, or tokens above what its own attempt reported), not dropped, and not left
-  unknown when the attempt was answered whole and no restart followed; and an attempt that incurred nothing (an
-  error answer, nothing billed) is not given tokens;
+  unknown when the attempt was answered whole and no restart came after it was sent; and an attempt that
+  incurred nothing (an error answer, nothing billed) is not given tokens;
 - USG-18: partial cumulative data records only lower bounds: an attempt cut off after running totals whose
   last value is below what the provider billed has its receipt ``partial`` (or ``unknown``), never ``known``:
   the running total the runtime read is not the whole count.
@@ -98,9 +98,10 @@ def check_retry_receipts(ev: Evidence) -> list[ClauseResult]:
             taken.add(mine[0])
             r = receipts[mine[0]]
             got = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
-            if r.get("usage") == "unknown" and c.delivered and not any(t > c.response["time"] for t in restarts) \
+            if r.get("usage") == "unknown" and c.delivered and not any(t > c.request["time"] for t in restarts) \
                     and not any(c.request["time"] < t <= c.response["time"] for t in stops):
-                # (a user's stop while the answer was on its way lets the runtime drop the stream unread: unknown)
+                # (a restart after the request, or a user's stop while the answer was on its way, lets the runtime
+                # drop the stream unread or die before writing its receipt: unknown)
                 problems.append(f"script {script_id} step {step}: attempt {c.request.get('attempt')} was answered "
                                 f"whole with {_sum(c.usage_reported)} tokens and no restart followed, but its receipt "
                                 f"{r.get('request_id')} says unknown: the retry's consumption was not counted")

@@ -198,3 +198,11 @@ def test_a_receipt_renamed_or_lost_or_changed_after_a_restart():
 
 def test_no_restart_nothing_judged():
     assert check_receipts_rebuilt(_evidence())[0].verdict is Verdict.UNKNOWN
+
+
+def test_a_whole_answer_that_ended_after_a_restart_began_may_stay_unknown():
+    """The restart began while attempt 3's answer was still on its way (chaos saw it 0.4 ms before the answer's
+    end): the runtime may have dropped the stream unread, so its receipt may honestly say unknown."""
+    unknown_last = [_receipt(1, "partial", (30, 4)), _receipt(2, "unknown", None), _receipt(3, "unknown", None)]
+    assert _v(check_retry_receipts(_evidence(unknown_last, kill_at=4.25))) != {"USG-04": Verdict.INVALID}
+    assert _v(check_retry_receipts(_evidence(unknown_last))) == {"USG-04": Verdict.INVALID}  # no restart: counted

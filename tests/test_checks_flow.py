@@ -163,3 +163,13 @@ def test_an_answer_that_came_after_a_pause_may_be_asked_again_after_a_graceful_r
     led.attempt(0, 6.0, 6.5, tools=1)
     ev = Evidence(_history(stop_at=2.0, fault="normal_exit", fault_at=5.0), led.records, WitnessLog([], [], None))
     assert _v(check_recovery_from_committed(ev))["CTL-04"] is Verdict.UNKNOWN
+
+
+def test_an_answer_still_streaming_when_a_graceful_restart_began_may_be_asked_again():
+    """Chaos saw an answer finish 0.4 ms after a normal exit began (sessions_together/tool.result.commit.before x
+    normal_exit): a runtime that stops reading at shutdown drops it unread; it was no checkpoint it held."""
+    led = Ledger()
+    led.attempt(0, 1.5, 5.0004, tools=1)  # sent before the restart at 5.0, delivered whole just after it began
+    led.attempt(0, 6.0, 6.5, tools=1)
+    ev = Evidence(_history(fault="normal_exit", fault_at=5.0), led.records, WitnessLog([], [], None))
+    assert _v(check_recovery_from_committed(ev))["CTL-04"] is Verdict.UNKNOWN
