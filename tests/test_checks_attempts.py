@@ -182,6 +182,15 @@ def test_a_pending_receipt_settled_under_a_new_key_beside_it_counts_twice():
     assert "new key" in result.text
 
 
+def test_a_later_attempt_whose_request_never_arrived_is_no_second_key():
+    """After the restart the runtime opened a receipt for a new attempt (another attempt number) whose request the
+    provider never received, then retried it (chaos saw it under load at provider.request.after x worker_kill)."""
+    on_the_wire = _ledger(times=((1.0, 1.1), (2.1, 2.5), (4.2, 4.3)))
+    lost_send = {**_receipt(4, "unknown", None), "receipt_id": "w1.s0.a4", "request_id": "w1.s0.a4"}
+    result = check_receipts_rebuilt(_around_restart(HONEST[:2], [*HONEST, lost_send], on_the_wire))[0]
+    assert result.verdict is Verdict.VALID
+
+
 def test_a_receipt_opened_and_never_sent_before_a_crash_is_no_second_key():
     # nothing of w1 was on the wire at the kill: the receipt it opened for a request it never sent is its own
     assert check_receipts_rebuilt(_around_restart(HONEST[:2], [*HONEST, EXTRA]))[0].verdict is Verdict.VALID

@@ -53,7 +53,10 @@ def test_reap_needs_one_target(cli):
 
 def test_probe_tools_json(tmp_path, cli):
     out = cli("probe-tools", "--witness", str(tmp_path / "w.jsonl"))
-    assert [t["effect_class"] for t in json.loads(out.stdout)] == ["read_only", "idempotent", "unknown"]
+    tools = json.loads(out.stdout)
+    assert [(t["name"], t["effect_class"]) for t in tools] == [
+        ("probe_read", "read_only"), ("probe_idempotent", "idempotent"), ("probe_unknown", "unknown"),
+        ("probe_external", "idempotent")]  # the scripted external operation a durable wait waits on
 
 
 def test_the_provider_by_hand(tmp_path, spawner):  # noqa: F811

@@ -34,11 +34,15 @@ def provider(tmp_path):
         yield p
 
 
-def _exchange(provider: ScriptedProvider, data: bytes) -> tuple[int, dict]:
-    """Send raw bytes, read the whole answer (the provider closes every connection), parse it."""
+def _exchange(provider: ScriptedProvider, data: bytes, half_close: bool = True) -> tuple[int, dict]:
+    """Send raw bytes, read the whole answer (the provider closes every connection), parse it.
+
+    ``half_close=False`` keeps the sending side open, as a runtime waiting on a held answer does: the provider
+    takes a client that shut its side for a client gone, and ends a held request for it."""
     with socket.create_connection(("127.0.0.1", provider.port), timeout=30) as sock:
         sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
@@ -100,7 +104,7 @@ HELD = json.dumps({"messages": [{"role": "user", "content": script_tag("h")}]}).
 def test_kit_endpoints_need_the_run_token(provider, token_header):
     headers = [token_header] if token_header else []
     request = _post("/v1/chat/completions", HELD, f"Content-Length: {len(HELD)}")
-    client = threading.Thread(target=_exchange, args=(provider, request), daemon=True)
+    client = threading.Thread(target=_exchange, args=(provider, request, False), daemon=True)
     client.start()
     held = provider.wait_for_held(timeout=30)
     for data in (_get("/_kit/held", *headers), _get("/_kit/ledger", *headers),
