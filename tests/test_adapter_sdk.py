@@ -96,6 +96,7 @@ def test_requests_overlap_a_held_request_does_not_block_observe(tmp_path):
 
         def op_submit(self, req):
             release.wait(10)
+            time.sleep(0.2)  # still answering when shutdown arrives: its reply must not be cut off
             return {"work_id": "w1", "input_id": "i1"}
 
         def op_observe(self, req):

@@ -5,7 +5,8 @@ method per request (it returns the reply's fields, or raises ``Refused``), and c
 The loop then:
 
 - answers each request on its own thread (``init`` and ``shutdown`` inline), so a request held at a
-  failpoint never blocks ``processes`` or ``observe``; lifecycle requests run one at a time;
+  failpoint never blocks ``processes`` or ``observe``; lifecycle requests run one at a time; ``shutdown``
+  first gives requests in progress a short grace to send their replies;
 - checks each reply against the protocol's own schemas before it is sent (``checks``). A reply that would
   break the protocol is not sent: the author reads on stderr what is wrong and which section of
   docs/protocol.md to read, and the kit gets an indefinite ``internal`` error, which claims nothing;
@@ -23,6 +24,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 from typing import Any, BinaryIO, ClassVar
 
@@ -32,6 +34,7 @@ from .runtime_env import RuntimeEnv
 
 log = logging.getLogger("recoverykit.adapter")
 LIFECYCLE = frozenset({"start", "stop", "restart", "shutdown", "plant_paused_record"})
+SHUTDOWN_GRACE_S = 2.0  # how long ``shutdown`` waits for requests in progress before it stops the runtime
 READS = frozenset({"observe", "processes", "quiesce", "reload"})  # requests that cannot queue work
 
 
@@ -65,6 +68,7 @@ class Adapter:
         self._count_lock = threading.Lock()
         self._lifecycle = threading.Lock()
         self._ids = itertools.count(1)
+        self._threads: set[threading.Thread] = set()
 
     # --- what a subclass overrides ------------------------------------------------------------------
 
@@ -146,17 +150,38 @@ class Adapter:
             except ValueError as exc:
                 self.log(f"ignored a line that is not a request ({exc}): {raw[:200]!r}")
                 continue
-            if req.get("type") in ("init", "shutdown") or not self.overlapping:  # everything after init depends on it
+            if req.get("type") == "shutdown":
+                self._drain(SHUTDOWN_GRACE_S)  # a request already answered by the runtime gets its reply out
                 self.dispatch(req)
-                if req["type"] == "shutdown":
-                    return
+                return
+            if req.get("type") == "init" or not self.overlapping:  # everything after init depends on it
+                self.dispatch(req)
                 continue
-            threading.Thread(target=self.dispatch, args=(req,), daemon=True, name=f"req-{req['msg_id']}").start()
+            thread = threading.Thread(target=self._dispatch_tracked, args=(req,), daemon=True,
+                                      name=f"req-{req['msg_id']}")
+            with self._count_lock:
+                self._threads.add(thread)
+            thread.start()
         self.log("stdin closed: the kit is gone; stopping the runtime")
         try:
             self.op_shutdown({"type": "shutdown"})
         except Exception:
             self.log(traceback.format_exc())
+
+    def _dispatch_tracked(self, req: dict) -> None:
+        try:
+            self.dispatch(req)
+        finally:
+            with self._count_lock:
+                self._threads.discard(threading.current_thread())
+
+    def _drain(self, grace_s: float) -> None:
+        """Wait up to ``grace_s`` for requests in progress, so none that finishes has its reply cut off."""
+        deadline = time.monotonic() + grace_s
+        with self._count_lock:
+            running = list(self._threads)
+        for thread in running:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def dispatch(self, req: dict) -> None:
         kind = req.get("type")
