@@ -200,6 +200,15 @@ class CaseEnv:
         finally:
             self._launch_spare()
 
+    def kit_restart(self, failpoints: str = "") -> None:
+        """A restart the kit makes in the middle of a scenario's work (``Chaos.restart_kick``): the runtime's whole
+        tree killed, holds in it released, the runtime started again with ``failpoints`` armed."""
+        from recoverykit.chaos import restarts  # restarts imports this module
+
+        restarts.tree_kill(self, "tree_kill")
+        self.release_holds(cut_provider=True)
+        self.start_runtime(failpoints=failpoints)
+
     def _launch_spare(self) -> None:
         """Top up the spares for later cases once this runtime is up: their imports then overlap this
         case's waits instead of competing with this runtime's own start."""

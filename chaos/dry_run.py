@@ -7,7 +7,8 @@ hit, and the runtime does not stop). The points the kit holds itself are read fr
 provider requests per script and step (the ledger), probe executions (the witness log). Recovery points
 are reached only after a crash, so a scenario that chaos interrupts at recovery points gets a second
 pass: its first request held, the whole tree killed, the runtime restarted with the recovery points
-armed to report.
+armed to report. A scenario whose points are reached only after a restart the kit makes in the middle of its
+work (``Chaos.restart_kick``: #19759's restart during bootstrap) gets a pass of its own for them.
 
 Failpoint hits are counted per process, and a case for hit k pauses the k-th hit of whichever process
 gets there. A point's count in the trace is how often one work item passed it in one process (hits
@@ -221,6 +222,19 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
     finally:
         env.close()
         env.remove()
+    late = [p for p in plain if p in scenario.chaos.restart_points]
+    if late and scenario.chaos.restart_kick is not None:  # points reached only after the kit's own restart
+        env = CaseEnv(adapter, scenario.provider_script(chaos=True), base_dir=base_dir, timeout_s=timeout_s)
+        try:
+            env.start()
+            env.start_runtime(failpoints=scenario.chaos.restart_first)
+            scenario.chaos.restart_kick(env, _spec(late))
+            env.wait_pending()
+            env.quiesce(QUIESCE_S)
+            reached.update(_runtime_hits(env, late))
+        finally:
+            env.close()
+            env.remove()
     recovery = _declared_runtime_points(declared, recovery=True)
     if recovery and _wants_recovery(scenario):
         env = CaseEnv(adapter, scenario.provider_script(FIRST_HOLD, chaos=True), base_dir=base_dir,

@@ -157,13 +157,17 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             result["adapter"] = {"name": init_ok.name, "version": init_ok.version, "warm_spare": env.warm}
             if _declared_out(case, init_ok, result):
                 return result
-            env.start_runtime(failpoints=arm(case))
+            late = case.point in scenario.chaos.restart_points  # reached only after the kit's own restart
+            env.start_runtime(failpoints=scenario.chaos.restart_first if late else arm(case))
         except AdapterTimeout:  # silence on init or start: count it, so a runtime that never starts ends the run soon
             _NEVER_UP[key] = _NEVER_UP.get(key, 0) + 1
             raise
         _NEVER_UP[key] = 0
         timings["started"] = time.monotonic() - t0
-        if scenario.chaos.kick is not None:  # the scenario starts its own work (Paperclip tasks)
+        if late and scenario.chaos.restart_kick is not None:
+            restart_kick = scenario.chaos.restart_kick
+            kick(env, lambda e: restart_kick(e, arm(case)))
+        elif scenario.chaos.kick is not None:  # the scenario starts its own work (Paperclip tasks)
             kick(env, scenario.chaos.kick)
         else:
             for session in scenario.sessions:

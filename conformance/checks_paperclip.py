@@ -179,9 +179,18 @@ def check_task_directory_never_a_worktree_base(ev: Evidence) -> list[ClauseResul
 
 
 @kit_evidence
+def _woken_run(ev: Evidence, key: str | None) -> str | None:
+    """The run a deferred click's receipt attached to by the last observation (None: still deferred)."""
+    final = _task_observations(ev)
+    receipt = next((w for w in _rows(final[-1], "wakeup_receipts") if w["idempotency_key"] == key), None) \
+        if final else None
+    return (receipt or {}).get("run_id")
+
+
 def check_failed_reprepare_settles(ev: Evidence) -> list[ClauseResult]:
-    """RTY-14: after a re-preparation failed following a restart, a later Retry is admitted: it creates a run,
-    and the provider sees that run's request (the kit's ledger)."""
+    """RTY-14: after a re-preparation failed following a restart, a later Retry is admitted: it creates a run (or,
+    clicked while the claim was still being settled, is deferred and woken by the settlement), and the provider
+    sees that run's request (the kit's ledger)."""
     if not _paperclip(ev):
         return []
     scripts = task_scripts(ev)
@@ -196,13 +205,19 @@ def check_failed_reprepare_settles(ev: Evidence) -> list[ClauseResult]:
         if not clicks or task_id not in scripts:
             continue
         judged += 1
-        _invoke, done = clicks[0]
-        if not done.value.get("created") or not done.value.get("run_id"):
+        invoke, done = clicks[0]
+        made = done.value.get("run_id") if done.value.get("created") else None
+        if made is None and done.value.get("receipt_status") == "deferred":
+            # clicked while the claim was still being settled: deferred, and the settlement must wake it
+            made = _woken_run(ev, invoke.value.get("idempotency_key"))
+        if not made:
             problems.append(f"after run {run_id}'s re-preparation failed, a Retry created no run (receipt "
-                            f"{done.value.get('receipt_status')}): its recovery claim was never settled")
+                            f"{done.value.get('receipt_status')}"
+                            f"{', never woken' if done.value.get('receipt_status') == 'deferred' else ''}): its "
+                            "recovery claim was never settled")
         elif not requests_of(ev, scripts[task_id], done.time):
             problems.append(f"the Retry after run {run_id}'s failed re-preparation created run "
-                            f"{done.value['run_id']}, but the provider never saw its request")
+                            f"{made}, but the provider never saw its request")
     return _judgement("RTY-14", problems, judged, "no Retry followed a failed re-preparation",
                       f"{judged} Retry click(s) after a failed re-preparation created a run that reached the provider")
 

@@ -78,6 +78,13 @@ class Chaos:
     # how a chaos case starts the scenario's work instead of one submit per session: called with the case's
     # environment (chaos.case_env.CaseEnv) in a thread of its own; it must tolerate the kill (scenarios_paperclip)
     kick: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
+    # points reached only after a restart the kit makes in the middle of the scenario's work (#19759: a restart
+    # during bootstrap, then a failed re-preparation settles the claimed coordinator). A case at one of them starts
+    # the runtime with ``restart_first`` armed and runs ``restart_kick(env, spec)`` instead of ``kick``: it brings
+    # the work to that restart and starts the runtime again with ``spec`` (the case's pause) armed
+    restart_points: tuple[str, ...] = ()
+    restart_first: str = ""
+    restart_kick: Callable[[Any, str], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -1493,8 +1500,10 @@ SCENARIOS += (
              "failed re-preparation settles its coordinator and a later Retry creates a run", _PC,
              (_pc.task_script("p19a", _pc.HELD), _pc.task_script("p19b", _pc.HELD)), (),
              ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40", "RTY-02"), _pc.drive_19759,
-             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS,
-                   clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-04"), kick=_pc.chaos_kick_19759)),
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS + _pc.SETTLE_POINTS,
+                   clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-14", "RTY-04"), kick=_pc.chaos_kick_19759,
+                   restart_points=_pc.SETTLE_POINTS, restart_first=_pc.BOOTSTRAP_PAUSE,
+                   restart_kick=_pc.chaos_restart_19759)),
     Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
              "and after failure, a stale observed run", _PC,
              (_pc.task_script("pra", _pc.HELD2), _pc.task_script("prb", _pc.HELD)), (),

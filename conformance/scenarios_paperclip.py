@@ -213,6 +213,7 @@ def drive_cooldown(run: Run) -> list[ClauseResult]:
 
 CHAOS_POINTS = ("retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
                 "bootstrap.before_dispatch")
+SETTLE_POINTS = ("coordinator.settle.before", "coordinator.settle.after")  # reached only after the kit's restart
 
 
 def _env_wait(env: Any, task_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any] | None:
@@ -251,5 +252,30 @@ def chaos_kick_19759(env: Any) -> None:
         task = _env_wait(env, made.task_id, {"retry_offered"})
         if task is not None:
             _env_click(env, made.task_id, "kc-2", task["current_run"])
+    except Exception:
+        return
+
+
+def chaos_restart_19759(env: Any, spec: str) -> None:
+    """How a chaos case reaches #19759's settlement (``SETTLE_POINTS``), with the runtime started with the bootstrap
+    pause armed: a task with no project whose first run is held at bootstrap; its preparation made to fail once (the
+    kit's environment fault); a restart by the kit during bootstrap; the runtime started again with ``spec`` (the
+    case's pause) armed. The restarted runtime claims the run (``bootstrap_incomplete``), its re-preparation fails,
+    and the claimed coordinator settles: the case's point. After the case's own kill and restart, a Retry of the
+    failed run must create a run (RTY-14). Stops at the first failed step."""
+    try:
+        made = env.request("task_create", project=None, text=f"chaos {script_tag('p19b')} work on the task")
+        env.broker.wait_for_hit("bootstrap.before_dispatch", timeout=10.0, held=True)
+        env.request("task_fault", task_id=made.task_id, fault="prepare_fails", error_code="workspace_validation_failed",
+                    count=1)
+        env.observe()  # the kit sees the run bootstrapping, its workspace bound, just before the restart
+        env.kit_restart(spec)  # the restart during bootstrap
+        for _ in range(2):  # a click the case's kill cut off is sent again, with the same key, after the restart
+            task = _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled"}, timeout_s=WAIT_S * 2)
+            if task is None:
+                return
+            if _env_click(env, made.task_id, "kc-s1", task["current_run"], timeout_s=WAIT_S) is not None:
+                break
+        _env_wait(env, made.task_id, {"succeeded", "retry_offered"}, timeout_s=WAIT_S)
     except Exception:
         return

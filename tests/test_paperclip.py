@@ -73,3 +73,24 @@ def test_the_reference_passes_the_19759_case(tmp_path):
     judged = {r["clause"]: r["verdict"] for r in case["results"]}
     for clause_id in ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40"):
         assert judged[clause_id] == "valid"
+
+
+def test_the_dry_run_reaches_settlement_only_through_the_kits_restart(tmp_path, monkeypatch):
+    """coordinator.settle.* are reached only after a restart during bootstrap and a failed re-preparation: the
+    dry run's own pass for them (``Chaos.restart_kick``) must reach them, or a whole chaos run is unknown."""
+    from recoverykit.chaos.dry_run import trace_scenario
+    from recoverykit.chaos.runner import run_case
+    from recoverykit.chaos.cases import parse_case_id
+    from recoverykit.chaos.case_env import CaseEnv
+    monkeypatch.setenv("RECOVERYKIT_WARM_SPARES", "0")
+    with CaseEnv(None, SCENARIOS_BY_ID["paperclip_19759"].provider_script(chaos=True),
+                 base_dir=tmp_path / "probe") as env:
+        declared = env.start().model_dump(mode="json")
+    reached = trace_scenario(SCENARIOS_BY_ID["paperclip_19759"], None, declared, base_dir=tmp_path / "dry")
+    assert reached.get("coordinator.settle.before") == 1 and reached.get("coordinator.settle.after") == 1, reached
+    result = run_case(parse_case_id("paperclip_19759/coordinator.settle.before/1/worker_kill"), None,
+                      base_dir=tmp_path / "runs", bundle_dir=tmp_path / "bundles")
+    assert result["status"] == "passed", (result.get("why"), result["violations"][:3])
+    assert result["reached"]["via"] == "failpoint"
+    judged = {c["clause"]: c["verdict"] for c in result["clauses"]}
+    assert judged["RTY-14"] == "valid"  # the click deferred while settling was woken by the taken-over settlement
