@@ -531,6 +531,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
     from recoverykit.conformance.checks_paperclip import PAPERCLIP_CHECKS
+    from recoverykit.conformance.checks_paperclip_work import WORK_CHECKS
     from recoverykit.conformance.checks_reasons import REASON_CHECKS
     from recoverykit.conformance.checks_repair import REPAIR_CHECKS
     from recoverykit.conformance.checks_requests import REQUEST_CHECKS
@@ -540,7 +541,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
             *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *REPAIR_CHECKS, *ACCEPTANCE_CHECKS,
-            *GOAL_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS)
+            *GOAL_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS, *WORK_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -206,7 +206,7 @@ def check_failed_reprepare_settles(ev: Evidence) -> list[ClauseResult]:
             continue
         judged += 1
         invoke, done = clicks[0]
-        made = done.value.get("run_id") if done.value.get("created") else None
+        made = done.value.get("run_id")  # created, or (the same key sent again after a lost reply) attached
         if made is None and done.value.get("receipt_status") == "deferred":
             # clicked while the claim was still being settled: deferred, and the settlement must wake it
             made = _woken_run(ev, invoke.value.get("idempotency_key"))
@@ -215,7 +215,9 @@ def check_failed_reprepare_settles(ev: Evidence) -> list[ClauseResult]:
                             f"{done.value.get('receipt_status')}"
                             f"{', never woken' if done.value.get('receipt_status') == 'deferred' else ''}): its "
                             "recovery claim was never settled")
-        elif not requests_of(ev, scripts[task_id], done.time):
+        elif not requests_of(ev, scripts[task_id], min(i.time for i, _ in _ops(ev, "retry")  # its key's first click
+                                                       if i.value.get("idempotency_key") == invoke.value.get(
+                                                           "idempotency_key"))):
             problems.append(f"the Retry after run {run_id}'s failed re-preparation created run "
                             f"{made}, but the provider never saw its request")
     return _judgement("RTY-14", problems, judged, "no Retry followed a failed re-preparation",

@@ -9,12 +9,17 @@ judge the same evidence.
 
 Recorded detail: ``label`` (the drive's moment), ``attempts`` (every ``<company>/<task>/<run>`` directory under
 the isolated-attempts tree), ``repos`` (each git repository's path with the worktrees ``git`` lists for it,
-main worktree first) and ``present`` (each workspace the runtime reported: is it on disk), relative to the data
-dir.
+main worktree first), ``present`` (each workspace the runtime reported: is it on disk), relative to the data
+dir, and ``kept`` (every file the kit planted earlier in the run: its content's sha-256 now, null if gone).
+
+``plant`` leaves the agent's uncommitted work in a directory the kit writes itself (a file the runtime never
+committed), recorded the same way with ``planted`` (file -> sha-256), so a check can tell whether a Retry
+silently dropped it (RTY-08).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -67,16 +72,52 @@ def scan(data_dir: Path) -> dict[str, Any]:
     return {"attempts": attempts, "repos": repos}
 
 
-def inspect(run: Any, label: str) -> dict[str, Any]:
+PLANTED_NAME = "rk-agent-work.txt"  # the agent's uncommitted work, as the kit leaves it
+
+
+def _data_dir(run: Any) -> Path:
+    return Path(getattr(run, "data_dir", None) or Path(run.run_dir) / "data")  # a Run, or chaos's CaseEnv
+
+
+def _sha(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _safe(rel: str) -> bool:
+    return bool(rel) and not Path(rel).is_absolute() and ".." not in Path(rel).parts
+
+
+def inspect(run: Any, label: str, planted: dict[str, str] | None = None) -> dict[str, Any]:
     """Scan ``run``'s data dir and record it in the run's history, with whether each workspace directory the
-    runtime reported in its last observation exists (``present``)."""
-    data_dir = Path(getattr(run, "data_dir", None) or Path(run.run_dir) / "data")  # a Run, or chaos's CaseEnv
+    runtime reported in its last observation exists (``present``) and what became of every file the kit
+    planted (``kept``)."""
+    data_dir = _data_dir(run)
     found = scan(data_dir)
-    last = run.recorder.history.final_observation()
+    history = run.recorder.history
+    last = history.final_observation()
     reported = {w["path"] for w in (last.snapshot.get("workspaces") or [])} if last is not None else set()
-    found["present"] = {p: (data_dir / p).is_dir() for p in sorted(reported) if ".." not in Path(p).parts}
+    found["present"] = {p: (data_dir / p).is_dir() for p in sorted(reported) if _safe(p)}
+    earlier = {f: sha for i in inspections(history) for f, sha in (i.detail.get("planted") or {}).items()}
+    found["kept"] = {f: _sha(data_dir / f) for f in sorted({*earlier, *(planted or {})}) if _safe(f)}
+    if planted:
+        found["planted"] = dict(planted)
     run.recorder.fault("workspace_inspection", label=label, **found)
     return found
+
+
+def plant(run: Any, workspace: str | None, label: str) -> str | None:
+    """Leave uncommitted work (a file no commit holds) in ``workspace``, a directory relative to the data dir,
+    and record it with an inspection; the file's path, or None when there is no such directory."""
+    if not workspace or not _safe(workspace) or not (_data_dir(run) / workspace).is_dir():
+        return None
+    rel = f"{workspace}/{PLANTED_NAME}"
+    body = f"work in progress of {workspace}, left by the kit at {label}\n".encode()
+    (_data_dir(run) / rel).write_bytes(body)
+    inspect(run, label, planted={rel: hashlib.sha256(body).hexdigest()})
+    return rel
 
 
 def inspections(history: Any) -> list[Any]:

@@ -82,8 +82,8 @@ def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
     if release:
         run.provider.auto_release()
     run.start(failpoints=failpoints)
-    for task_id, _ in made:
-        wait_task(run, task_id, {"retry_offered", "retry_scheduled"})
+    for task_id, _ in made:  # (succeeded: a runtime that went on without a Retry; RTY-34 judges it)
+        wait_task(run, task_id, {"retry_offered", "retry_scheduled", "succeeded"})
     return made
 
 
@@ -101,16 +101,50 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     run.observe()
     disk.inspect(run, "bootstrap")
     run.kill("tree_kill")  # the restart during bootstrap
-    run.start(failpoints="")
+    run.start(failpoints=LOST_REPLY_PAUSE)
     wait_task(run, ta, {"succeeded", "retry_offered", "retry_scheduled"})
     task_b = wait_task(run, tb, {"retry_offered", "retry_scheduled", "succeeded"})
     disk.inspect(run, "recovered")
-    later = retry(run, tb, "k19759-b2", (task_b or {}).get("current_run"))  # the later Retry must create a run
+    failed_run = next((r for r in run.observe().get("runs") or [] if r["run_id"] == (task_b or {}).get("current_run")),
+                      None)
+    disk.plant(run, (failed_run or {}).get("workspace"), "agent work")  # the failed run's uncommitted work (RTY-08)
+    # the later Retry must create a run (RTY-14); its reply is lost to a restart after its receipt (a kill at
+    # retry.receipt.after), so the kit sends the same key again, and the runtime must reconcile it (RTY-37). The
+    # restart also comes after task a succeeded: a completed task never reopens (RTY-35)
+    observed = (task_b or {}).get("current_run")
+    lost_reply(run, tb, "k19759-b2", observed)
+    later = retry(run, tb, "k19759-b2", observed)
     if later.ok and later.reply.run_id:
         wait_task(run, tb, {"succeeded", "retry_offered"})
     run.settle(WAIT_S)
     disk.inspect(run, "end")
     return []
+
+
+LOST_REPLY_PAUSE = "retry.receipt.after=1*pause"
+
+
+def lost_reply(run: Run, task_id: str | None, key: str, observed: str | None) -> None:
+    """A click whose outcome the kit never learns: held after its receipt (``LOST_REPLY_PAUSE``, armed at the last
+    start), the runtime killed, and started again unarmed. The click's completion is recorded as unknown."""
+    thread = threading.Thread(target=lambda: _quiet(retry, run, task_id, key, observed), daemon=True)
+    thread.start()
+    try:
+        if run.broker is not None:
+            run.broker.wait_for_hit("retry.receipt.after", timeout=WAIT_S, held=True)
+        run.observe()
+    except Exception:  # the pause never came: the restart below still happens, the checks judge what did
+        pass
+    run.kill("tree_kill")
+    thread.join(WAIT_S)
+    run.start(failpoints="")
+
+
+def _quiet(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # a request cut by the kill: its completion is already recorded as unknown
+        return
 
 
 def drive_retry_admission(run: Run) -> list[ClauseResult]:

@@ -1132,10 +1132,6 @@ _PC_NEEDS = {
               "authority cannot be sent",
     "RTY-07": "an exhausted generation that needs an alternative strategy needs a strategy model the protocol does "
               "not expose (only a workspace strategy per run)",
-    "RTY-08": "silently dropped work shows as lost files or input; the kit inspects directories but does not yet "
-              "write work into them to compare after the Retry",
-    "RTY-09": "each reuse condition needs its own scenario (another lease, a failed cleanup, a running operation, "
-              "a restart orphan); the kit has no operation that makes one hold a directory",
     "RTY-11": "the generation's one alternative attempt is not in the snapshot (runs carry generation and "
               "attempt, not whether the alternative was consumed)",
     "RTY-15": "needs a reattach claim (a live runner found by a restarted control plane) and a coordinator "
@@ -1152,12 +1148,7 @@ _PC_NEEDS = {
               "task-layer point marks it yet",
     "RTY-31": "stricter execution retry limits are per-runtime configuration the protocol does not expose",
     "RTY-33": "historical adoption is not implemented by the reference runtime nor driven by the kit",
-    "RTY-34": "needs waiting requests on tasks (saved follow-ups), which the protocol does not have",
-    "RTY-35": "completed, cancelled, paused and superseded tasks under maintenance need historical adoption, which "
-              "the kit does not drive",
     "RTY-36": "adoption diagnostics (historicalRecoveryCounts) are not in the snapshot",
-    "RTY-37": "an admission whose outcome is unknown needs the kit to cut a retry's reply (a kill at "
-              "retry.receipt.after) and send the same key again; chaos makes the first half, no drive the second",
     "RTY-38": "several retained holds of one failed execution need historical holds the kit cannot plant",
     "RTY-39": "continuing a failed native preparation with stop receipts per source lease needs leases on task "
               "runs, which the protocol does not expose",

@@ -1,0 +1,248 @@
+"""History checks of what becomes of a Paperclip task's work and turns around a Retry (seed 001).
+
+Kept apart from ``checks_paperclip`` (admission, #19759's re-preparation, the schedule) because these judge the
+task's work itself: the directory a Retry continues in (RTY-09), the agent's uncommitted files there (RTY-08,
+on the kit's own disk evidence: it plants the files and looks for them itself), the agent turns a task gets
+without a Retry (RTY-34), a completed task across restarts (RTY-35, with the provider's ledger), and a click whose
+outcome the kit never learned (RTY-37).
+
+A check that finds nothing to judge answers unknown, never valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, kit_evidence
+from recoverykit.conformance.checks_paperclip import (
+    _ops,
+    _paperclip,
+    _rows,
+    _task_observations,
+    requests_of,
+    task_scripts,
+)
+from recoverykit.conformance.disk import inspections
+from recoverykit.conformance.history import Observation, restarts
+
+_ACTIVE = ("queued", "running")
+_SETTLED = ("terminal_failure", "completed")
+
+
+def _first_seen(observations: list[Observation], run_id: str) -> Observation | None:
+    return next((o for o in observations if any(r["run_id"] == run_id for r in _rows(o, "runs"))), None)
+
+
+def _task_runs(obs: Observation) -> dict[str, dict[str, Any]]:
+    """The task runs of an observation (the ``runs`` section also holds the chat core's runs)."""
+    tasks = {t["task_id"] for t in _rows(obs, "tasks")}
+    return {r["run_id"]: r for r in _rows(obs, "runs") if r.get("work_id") in tasks}
+
+
+@kit_evidence
+def check_reuse_conditions(ev: Evidence) -> list[ClauseResult]:
+    """RTY-09: a Retry continues in its prior run's directory only when, at the last observation before its run
+    existed, that directory was bound to and owned by the task, not a shared or project workspace, the prior
+    executor had stopped, its coordinator was settled with no lease owner, no other run held the directory, and
+    (by the kit's own inspections) the directory is a git repository of its own, readable from itself. The
+    conditions the protocol gives the kit no way to create (a failed cleanup, a running workspace operation, a
+    restart orphan's operation) are not exercised."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    if not observations:
+        return []
+    seen_present: dict[str, bool] = {}
+    own_repos: set[str] = set()
+    for f in inspections(ev.history):
+        for path, there in (f.detail.get("present") or {}).items():
+            seen_present[path] = seen_present.get(path, False) or bool(there)
+        own_repos |= {repo for repo, trees in (f.detail.get("repos") or {}).items() if trees and trees[0] == repo}
+    final = _task_runs(observations[-1])
+    problems, judged = [], 0
+    for run in final.values():
+        prior_id = run.get("retry_of")
+        if not prior_id or not run.get("workspace"):
+            continue
+        prior_final = final.get(prior_id)
+        if prior_final is None or prior_final.get("workspace") != run["workspace"]:
+            continue  # not a reuse
+        first = _first_seen(observations, run["run_id"])
+        earlier = [o for o in observations if first is not None and o.index < first.index]
+        if not earlier:
+            continue
+        before, path = earlier[-1], run["workspace"]
+        prior = _task_runs(before).get(prior_id)
+        if prior is None:
+            continue
+        judged += 1
+        ws = next((w for w in _rows(before, "workspaces") if w["path"] == path), None)
+        coord = next((c for c in _rows(before, "recovery_coordinators") if c["run_id"] == prior_id), None)
+        holders = sorted(r["run_id"] for r in _task_runs(before).values() if r.get("workspace") == path
+                         and r["status"] in _ACTIVE and r["run_id"] not in (prior_id, run["run_id"]))
+        why = []
+        if ws is None or ws.get("task_id") != run["work_id"]:
+            why.append(f"not bound to and owned by task {run['work_id']} (owner {(ws or {}).get('task_id')})")
+        if ws is not None and ws["strategy"] in ("shared", "project_checkout"):
+            why.append(f"a {ws['strategy']} workspace")
+        if prior["status"] in _ACTIVE:
+            why.append(f"its prior run was still {prior['status']}")
+        if coord is None or coord["state"] not in _SETTLED or coord.get("lease_owner"):
+            why.append(f"the prior run's coordinator was {(coord or {}).get('state')} (lease owner "
+                       f"{(coord or {}).get('lease_owner')}), not settled")
+        if holders:
+            why.append(f"runs {holders} held it")
+        if seen_present.get(path) and path not in own_repos:
+            why.append("the kit's git sees no repository of its own there")
+        if why:
+            problems.append(f"Retry run {run['run_id']} continued in {path}, which was " + "; ".join(why))
+    return _judgement("RTY-09", problems, judged, "no Retry continued in its prior run's directory",
+                      f"{judged} Retry run(s) continued only in a directory safe to reuse")
+
+
+@kit_evidence
+def check_work_kept(ev: Evidence) -> list[ClauseResult]:
+    """RTY-08: uncommitted work the kit left in a failed run's directory (``disk.plant``) is still there, unchanged,
+    at every later inspection of the kit's after a Retry: whether the Retry continued in that directory or in a
+    fresh attempt, nothing silently dropped it."""
+    if not _paperclip(ev):
+        return []
+    found = inspections(ev.history)
+    clicks = [i.index for i, _ in _ops(ev, "retry")]
+    problems, judged = [], 0
+    for at, plant in enumerate(found):
+        for path, sha in (plant.detail.get("planted") or {}).items():
+            later = [f for f in found[at + 1:] if any(plant.index < c < f.index for c in clicks)]
+            if not later:
+                continue
+            judged += 1
+            for f in later:
+                now = (f.detail.get("kept") or {}).get(path, "not looked for")
+                if now != sha:
+                    what = "gone" if now is None else "changed" if now != "not looked for" else "not looked for"
+                    problems.append(f"the agent's uncommitted work {path} was {what} at the kit's inspection "
+                                    f"'{f.detail.get('label')}' after a Retry")
+                    break
+    return _judgement("RTY-08", problems, judged, "no uncommitted work was left before a Retry",
+                      f"{judged} file(s) of uncommitted work kept through the Retry")
+
+
+def _initial_runs(ev: Evidence) -> set[str]:
+    return {d.value.get("run_id") for _, d in _ops(ev, "task_create") if d is not None and d.type == "ok"}
+
+
+def check_turn_needs_retry(ev: Evidence) -> list[ClauseResult]:
+    """RTY-34: a task (the protocol has no waiting requests on tasks, so every task is one with none) gets no
+    agent turn after its first but through a Retry: every later run is a click's (a key the kit sent, or a
+    receipt's) or a maintenance retry the schedule showed before it ran."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    initial = _initial_runs(ev)
+    keys_sent = {i.value.get("idempotency_key") for i, _ in _ops(ev, "retry")}
+    entries: set[tuple[str, int, int]] = set()
+    receipt_runs: set[str] = set()
+    problems, judged, seen, tasks_seen = [], 0, set(), set()
+    for obs in observations:
+        receipt_runs |= {w["run_id"] for w in _rows(obs, "wakeup_receipts") if w.get("run_id")}
+        for r in sorted(_task_runs(obs).values(), key=lambda r: (r.get("generation") or 0, r.get("attempt") or 0)):
+            if r["run_id"] in seen:
+                continue
+            seen.add(r["run_id"])
+            first_of_task = r["work_id"] not in tasks_seen and not r.get("retry_of")  # (a task_create cut short)
+            tasks_seen.add(r["work_id"])
+            if r["run_id"] in initial or first_of_task:
+                continue
+            judged += 1
+            by_click = r.get("idempotency_key") in keys_sent or r["run_id"] in receipt_runs
+            by_schedule = (r["work_id"], r.get("generation"), (r.get("attempt") or 0) - 1) in entries
+            if not by_click and not by_schedule:
+                problems.append(f"run {r['run_id']} of task {r['work_id']} (generation {r.get('generation')}, attempt "
+                                f"{r.get('attempt')}, retrying {r.get('retry_of')}) is an agent turn with no Retry "
+                                f"click and no scheduled retry behind it")
+        entries |= {(e["task_id"], e["generation"], e["attempt"]) for e in _rows(obs, "retry_schedule")}
+    return _judgement("RTY-34", problems[:5], judged, "no task had a turn after its first",
+                      f"{judged} later turn(s), each from a Retry click or a scheduled retry")
+
+
+@kit_evidence
+def check_completed_stays_closed(ev: Evidence) -> list[ClauseResult]:
+    """RTY-35: a task seen completed stays completed across restarts (the maintenance sweep of each start): no
+    other status, no other current run, and no provider request of its script (the kit's ledger) until a
+    deliberate click on it. Cancelled, paused and superseded tasks have no request in the protocol."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    scripts = task_scripts(ev)
+    clicks = [(i.index, i.time, i.value.get("work_id")) for i, _ in _ops(ev, "retry")]
+    faults = restarts(ev.history)
+    problems, judged = [], 0
+    done: dict[str, tuple[Observation, str]] = {}
+    for obs in observations:
+        for t in _rows(obs, "tasks"):
+            if t["status"] == "succeeded" and t["task_id"] not in done:
+                done[t["task_id"]] = (obs, t["current_run"])
+    for task_id, (since, run_id) in done.items():
+        click = next(((i, tm) for i, tm, w in clicks if w == task_id and i > since.index), None)
+        until = click[0] if click else float("inf")
+        if not any(since.index < f.index < until for f in faults):
+            continue  # no restart while it was completed: nothing to judge
+        judged += 1
+        for obs in observations:
+            if not since.index < obs.index < until:
+                continue
+            t = next((x for x in _rows(obs, "tasks") if x["task_id"] == task_id), None)
+            if t is not None and (t["status"] != "succeeded" or t["current_run"] != run_id):
+                problems.append(f"task {task_id}, completed by run {run_id}, shows {t['status']} with run "
+                                f"{t['current_run']} (observation {obs.index}) with no click on it")
+                break
+        script = scripts.get(task_id)
+        if script is not None:
+            stray = [c for c in requests_of(ev, script, since.time)
+                     if click is None or float(c.get("time", 0)) < click[1]]
+            if stray:
+                problems.append(f"task {task_id}, completed, sent the provider {len(stray)} request(s) after a "
+                                f"restart with no click on it")
+    return _judgement("RTY-35", problems, judged, "no completed task went through a restart",
+                      f"{judged} completed task(s) stayed closed across restarts")
+
+
+def check_unknown_admission_reconciled(ev: Evidence) -> list[ClauseResult]:
+    """RTY-37: a Retry whose outcome the kit never learned (its reply cut by a restart) and sent again with the same
+    key is reconciled with that key: answered with the run its receipt names (or deferred, with no run), never
+    refused, never a second run."""
+    if not _paperclip(ev):
+        return []
+    sent = _ops(ev, "retry")
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for inv, done in sent:
+        if done is not None and done.type in ("ok", "fail"):
+            continue  # a known outcome
+        key = inv.value.get("idempotency_key")
+        again = next(((i, d) for i, d in sent if i.index > inv.index and i.value.get("idempotency_key") == key
+                      and d is not None), None)
+        if again is None:
+            continue
+        i2, d2 = again
+        judged += 1
+        if d2.type != "ok":
+            problems.append(f"key {key!r}, whose first outcome was unknown, was refused when sent again "
+                            f"({d2.value.get('code')}: {d2.value.get('text')})")
+            continue
+        before = [o for o in observations if o.index < i2.index]
+        known = next((w for w in _rows(before[-1], "wakeup_receipts") if w["idempotency_key"] == key), None) \
+            if before else None
+        answered = d2.value.get("run_id")
+        if known is not None and known.get("run_id") and answered != known["run_id"]:
+            problems.append(f"key {key!r} sent again after an unknown outcome answered run {answered}, but its "
+                            f"receipt names run {known['run_id']}")
+        runs = {r["run_id"] for o in observations for r in _rows(o, "runs") if r.get("idempotency_key") == key}
+        if len(runs) > 1:
+            problems.append(f"key {key!r} sent again after an unknown outcome names runs {sorted(runs)}")
+    return _judgement("RTY-37", problems, judged, "no Retry with an unknown outcome was sent again",
+                      f"{judged} Retry(s) with an unknown outcome reconciled with the same key")
+
+
+WORK_CHECKS = (check_reuse_conditions, check_work_kept, check_turn_needs_retry, check_completed_stays_closed,
+               check_unknown_admission_reconciled)
