@@ -3,8 +3,8 @@
 Kept apart from ``checks_paperclip`` (admission, #19759's re-preparation, the schedule) because these judge the
 task's work itself: the directory a Retry continues in (RTY-09), the agent's uncommitted files there (RTY-08,
 on the kit's own disk evidence: it plants the files and looks for them itself), the agent turns a task gets
-without a Retry (RTY-34), a completed task across restarts (RTY-35, with the provider's ledger), and a click whose
-outcome the kit never learned (RTY-37).
+without a Retry (RTY-34), a completed task across restarts (RTY-35, with the provider's ledger), a click whose
+outcome the kit never learned (RTY-37), and a click without board authority (RTY-03).
 
 A check that finds nothing to judge answers unknown, never valid.
 """
@@ -29,10 +29,6 @@ _ACTIVE = ("queued", "running")
 _SETTLED = ("terminal_failure", "completed")
 
 
-def _first_seen(observations: list[Observation], run_id: str) -> Observation | None:
-    return next((o for o in observations if any(r["run_id"] == run_id for r in _rows(o, "runs"))), None)
-
-
 def _task_runs(obs: Observation) -> dict[str, dict[str, Any]]:
     """The task runs of an observation (the ``runs`` section also holds the chat core's runs)."""
     tasks = {t["task_id"] for t in _rows(obs, "tasks")}
@@ -41,11 +37,12 @@ def _task_runs(obs: Observation) -> dict[str, dict[str, Any]]:
 
 @kit_evidence
 def check_reuse_conditions(ev: Evidence) -> list[ClauseResult]:
-    """RTY-09: a Retry continues in its prior run's directory only when, at the last observation before its run
-    existed, that directory was bound to and owned by the task, not a shared or project workspace, the prior
-    executor had stopped, its coordinator was settled with no lease owner, no other run held the directory, and
-    (by the kit's own inspections) the directory is a git repository of its own, readable from itself. The
-    conditions the protocol gives the kit no way to create (a failed cleanup, a running workspace operation, a
+    """RTY-09: a Retry continues in its prior run's directory only when that directory is bound to and owned by the
+    task, not a shared or project workspace, the prior executor stopped, its coordinator settled with no lease
+    owner, no other run holding the directory, and (by the kit's own inspections) a git repository of its own,
+    readable from itself. Judged at the first observation showing the Retry run bound there: a run once ended, a
+    coordinator once settled stay so, so what is still wrong then was wrong when the runtime chose the directory.
+    The conditions the protocol gives the kit no way to create (a failed cleanup, a running workspace operation, a
     restart orphan's operation) are not exercised."""
     if not _paperclip(ev):
         return []
@@ -67,12 +64,10 @@ def check_reuse_conditions(ev: Evidence) -> list[ClauseResult]:
         prior_final = final.get(prior_id)
         if prior_final is None or prior_final.get("workspace") != run["workspace"]:
             continue  # not a reuse
-        first = _first_seen(observations, run["run_id"])
-        earlier = [o for o in observations if first is not None and o.index < first.index]
-        if not earlier:
-            continue
-        before, path = earlier[-1], run["workspace"]
-        prior = _task_runs(before).get(prior_id)
+        path = run["workspace"]
+        before = next((o for o in observations if _task_runs(o).get(run["run_id"], {}).get("workspace") == path),
+                      None)  # the first view of the run bound there
+        prior = _task_runs(before).get(prior_id) if before is not None else None
         if prior is None:
             continue
         judged += 1
@@ -244,5 +239,67 @@ def check_unknown_admission_reconciled(ev: Evidence) -> list[ClauseResult]:
                       f"{judged} Retry(s) with an unknown outcome reconciled with the same key")
 
 
-WORK_CHECKS = (check_reuse_conditions, check_work_kept, check_turn_needs_retry, check_completed_stays_closed,
-               check_unknown_admission_reconciled)
+def check_board_authority(ev: Evidence) -> list[ClauseResult]:
+    """RTY-03: a Retry sent without board task-mutation authority (``authority`` ``none``) is refused, definitely,
+    and leaves nothing: no receipt of its key and no run of its key in any later observation."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for inv, done in _ops(ev, "retry"):
+        if inv.value.get("authority", "board") == "board" or done is None:
+            continue
+        key = inv.value.get("idempotency_key")
+        later = [o for o in observations if o.index > done.index]
+        if not later:
+            continue
+        judged += 1
+        if done.type != "fail":
+            problems.append(f"a Retry of task {inv.value.get('work_id')} without board authority (key {key!r}) was "
+                            f"answered {done.type}: {done.value}")
+            continue
+        left = sorted({f"receipt {w['status']}" for o in later for w in _rows(o, "wakeup_receipts")
+                       if w["idempotency_key"] == key} | {f"run {r['run_id']}" for o in later for r in _rows(o, "runs")
+                                                          if r.get("idempotency_key") == key})
+        if left:
+            problems.append(f"a Retry without board authority (key {key!r}) was refused but left {', '.join(left)}")
+    return _judgement("RTY-03", problems, judged, "no Retry was sent without board authority",
+                      f"{judged} Retry(s) without board authority refused, nothing recorded")
+
+
+@kit_evidence
+def check_stricter_limit_kept(ev: Evidence) -> list[ClauseResult]:
+    """RTY-31: a task created with a stricter execution retry limit (``retry_limit`` below the policy's five) gets
+    no more maintenance retries than it: no schedule entry beyond it in any generation, and, by the provider's
+    ledger, no more than 1 + limit requests of its script before the first click on it. Judged once the task
+    offered Retry after a scheduled retry (its automatic recovery over)."""
+    if not _paperclip(ev):
+        return []
+    scripts = task_scripts(ev)
+    limits = {d.value["task_id"]: int(i.value["retry_limit"]) for i, d in _ops(ev, "task_create")
+              if i.value.get("retry_limit") is not None and d is not None and d.type == "ok"}
+    clicks = [(i.time, i.value.get("work_id")) for i, _ in _ops(ev, "retry")]
+    problems, judged = [], 0
+    for task_id, limit in limits.items():
+        entries = {(e["generation"], e["attempt"]) for o in _task_observations(ev) for e in _rows(o, "retry_schedule")
+                   if e["task_id"] == task_id}
+        over = sorted(a for a in entries if a[1] > limit)
+        ended = entries and any(t["task_id"] == task_id and t["status"] == "retry_offered"
+                                for o in _task_observations(ev) for t in _rows(o, "tasks"))
+        if not ended and not over:
+            continue
+        judged += 1
+        if over:
+            problems.append(f"task {task_id}, whose own retry limit is {limit}, had retries scheduled as (generation, "
+                            f"attempt) {over}")
+        first_click = min((t for t, w in clicks if w == task_id), default=float("inf"))
+        sent = [c for c in requests_of(ev, scripts.get(task_id, ""), 0.0) if float(c.get("time", 0)) < first_click]
+        if task_id in scripts and len(sent) > 1 + limit:
+            problems.append(f"task {task_id}, whose own retry limit is {limit}, sent the provider {len(sent)} requests "
+                            f"before any click")
+    return _judgement("RTY-31", problems, judged, "no task with a stricter retry limit ended its automatic recovery",
+                      f"{judged} task(s) kept to their stricter retry limit")
+
+
+WORK_CHECKS = (check_stricter_limit_kept, check_board_authority, check_reuse_conditions, check_work_kept,
+               check_turn_needs_retry, check_completed_stays_closed, check_unknown_admission_reconciled)

@@ -112,6 +112,9 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
               "The request names a work item, Goal, approval or run the runtime has never seen."),
     ErrorCode("precondition_failed", True,
               "A stale revision, control version or observed run id, or a state that forbids the request."),
+    ErrorCode("forbidden", True,
+              "Since 1.3: the caller lacks the authority the request needs (a Retry without board task-mutation "
+              "authority); nothing was done."),
     ErrorCode("temporarily_unavailable", True,
               "The runtime refused the request now (stopped, shutting down, storage unreadable)."),
     ErrorCode("internal", False,

@@ -266,6 +266,10 @@ class Retry(Request):
     work_id: Id
     idempotency_key: str = Field(description="A repeated request with this key attaches to the same run.")
     observed_run_id: Id = Field(description="The run the user saw fail; not the latest: precondition_failed.")
+    authority: Literal["board", "none"] = Field(
+        "board", description="Since 1.3: who clicks. `board` (the default): an authenticated board member with task "
+        "mutation authority, every ordinary click. `none`: a caller without it (unauthenticated, or an agent); the "
+        "runtime refuses it with `forbidden` and records nothing (seed 001, RTY-03).")
 
 
 class RetryOk(Reply):

@@ -105,6 +105,10 @@ class TaskCreate(Request):
                                 "null or absent: a task with no project.")
     text: str = Field(description="The task's instruction; every run of the task sends it to the provider "
                       "(the kit tags it with a provider script).")
+    retry_limit: int | None = Field(
+        None, ge=0, le=5, description="A stricter execution retry limit of this task: the maintenance policy "
+        "schedules no more retries per generation than this (seed 001: stricter limits remain separate); null or "
+        "absent: only the policy's five.")
 
 
 class TaskCreateOk(Reply):

@@ -9,8 +9,8 @@ the checks judge them like every other scenario. This module imports nothing of 
   ``isolated-workspace-attempts``; a restart hits it during bootstrap. Expected: re-preparation reuses that
   directory as a task directory. A second task takes the same steps, but its re-preparation fails before
   dispatch: the coordinator settles, and a later Retry creates a run.
-- ``paperclip_retry``: admission. A double click with one key (concurrently), the same key after the run
-  completed and after it failed, and a stale observed run.
+- ``paperclip_retry``: admission. A click without board authority, a double click with one key (concurrently),
+  the same key after the run completed and after it failed, and a stale observed run.
 - ``paperclip_schedule``: the maintenance schedule, driven by the kit's clock (a restart with a larger clock
   offset), never by waiting: retries at their due times, a restart in the middle (budget and jitter kept), the
   30-minute window, exhaustion, then a new deliberate click.
@@ -60,13 +60,16 @@ def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: floa
         time.sleep(0.05)
 
 
-def create(run: Run, script_id: str, project: str | None = None) -> tuple[str | None, str | None]:
-    out = run.op("task_create", project=project, text=f"{script_tag(script_id)} work on the task")
+def create(run: Run, script_id: str, project: str | None = None,
+           retry_limit: int | None = None) -> tuple[str | None, str | None]:
+    out = run.op("task_create", project=project, text=f"{script_tag(script_id)} work on the task",
+                 retry_limit=retry_limit)
     return (out.reply.task_id, out.reply.run_id) if out.ok else (None, None)
 
 
-def retry(run: Run, task_id: str | None, key: str, observed: str | None):
-    return run.op("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none")
+def retry(run: Run, task_id: str | None, key: str, observed: str | None, authority: str = "board"):
+    return run.op("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none",
+                  authority=authority)
 
 
 def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
@@ -89,10 +92,20 @@ def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
 
 def drive_19759(run: Run) -> list[ClauseResult]:
     run.start()
-    (ta, ra), (tb, rb) = fail_after_restart(run, "p19a", "p19b", failpoints=BOOTSTRAP_PAUSE)
-    clicks = [retry(run, ta, "k19759-a1", ra), retry(run, tb, "k19759-b1", rb)]
-    if not all(c.ok and c.reply.run_id for c in clicks) or run.broker is None:
-        return []  # the checks judge what happened: a refused click leaves the clauses unknown
+    (ta, ra), (tb, rb) = fail_after_restart(run, "p19a", "p19b", failpoints=f"{BOOTSTRAP_PAUSE};{LOST_REPLY}")
+    # task b's click is held after its receipt (LOST_REPLY) and its reply is lost to the restart below: the kit
+    # sends the same key again after it, and the runtime must reconcile it (RTY-37)
+    cut = threading.Thread(target=_quiet, args=(retry, run, tb, "k19759-b1", rb), daemon=True)
+    cut.start()
+    if run.broker is None:
+        return []
+    try:
+        run.broker.wait_for_hit("retry.receipt.after", timeout=WAIT_S, held=True)
+    except Exception:
+        return []  # the checks judge what happened
+    click = retry(run, ta, "k19759-a1", ra)  # (its answer also wakes the workers for task b's run)
+    if not (click.ok and click.reply.run_id):
+        return []  # a refused click leaves the clauses unknown
     deadline = time.monotonic() + WAIT_S  # both Retry runs bootstrap (two workers), held before dispatch
     while time.monotonic() < deadline and len([h for h in run.broker.held()
                                                if h.point == "bootstrap.before_dispatch"]) < 2:
@@ -101,19 +114,16 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     run.observe()
     disk.inspect(run, "bootstrap")
     run.kill("tree_kill")  # the restart during bootstrap
-    run.start(failpoints=LOST_REPLY_PAUSE)
+    cut.join(WAIT_S)
+    run.start(failpoints="")
+    retry(run, tb, "k19759-b1", rb)  # the click whose reply was lost, sent again with its key
     wait_task(run, ta, {"succeeded", "retry_offered", "retry_scheduled"})
     task_b = wait_task(run, tb, {"retry_offered", "retry_scheduled", "succeeded"})
     disk.inspect(run, "recovered")
     failed_run = next((r for r in run.observe().get("runs") or [] if r["run_id"] == (task_b or {}).get("current_run")),
                       None)
     disk.plant(run, (failed_run or {}).get("workspace"), "agent work")  # the failed run's uncommitted work (RTY-08)
-    # the later Retry must create a run (RTY-14); its reply is lost to a restart after its receipt (a kill at
-    # retry.receipt.after), so the kit sends the same key again, and the runtime must reconcile it (RTY-37). The
-    # restart also comes after task a succeeded: a completed task never reopens (RTY-35)
-    observed = (task_b or {}).get("current_run")
-    lost_reply(run, tb, "k19759-b2", observed)
-    later = retry(run, tb, "k19759-b2", observed)
+    later = retry(run, tb, "k19759-b2", (task_b or {}).get("current_run"))  # the later Retry must create a run
     if later.ok and later.reply.run_id:
         wait_task(run, tb, {"succeeded", "retry_offered"})
     run.settle(WAIT_S)
@@ -121,23 +131,7 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     return []
 
 
-LOST_REPLY_PAUSE = "retry.receipt.after=1*pause"
-
-
-def lost_reply(run: Run, task_id: str | None, key: str, observed: str | None) -> None:
-    """A click whose outcome the kit never learns: held after its receipt (``LOST_REPLY_PAUSE``, armed at the last
-    start), the runtime killed, and started again unarmed. The click's completion is recorded as unknown."""
-    thread = threading.Thread(target=lambda: _quiet(retry, run, task_id, key, observed), daemon=True)
-    thread.start()
-    try:
-        if run.broker is not None:
-            run.broker.wait_for_hit("retry.receipt.after", timeout=WAIT_S, held=True)
-        run.observe()
-    except Exception:  # the pause never came: the restart below still happens, the checks judge what did
-        pass
-    run.kill("tree_kill")
-    thread.join(WAIT_S)
-    run.start(failpoints="")
+LOST_REPLY = "retry.receipt.after=1*pause"  # the first click is held after its receipt
 
 
 def _quiet(fn: Any, *args: Any) -> None:
@@ -153,6 +147,9 @@ def drive_retry_admission(run: Run) -> list[ClauseResult]:
     # the Retry run of "pra" is held at the provider while the clicks arrive (accepted work, still running)
     (ta, ra), (tb, rb) = fail_after_restart(run, "pra", "prb", release=False)
     run.op("task_fault", task_id=tb, fault="run_fails", error_code="native_session_interrupted", count=1)
+    # a click that would be admitted but for its caller, who lacks board task-mutation authority (RTY-03)
+    retry(run, tb, "kpb-0", rb, authority="none")
+    run.observe()
     # a double click with one key and a click with another key, concurrently
     replies: list[Any] = []
     threads = [threading.Thread(target=lambda k=k: replies.append(retry(run, ta, k, ra)))
@@ -176,6 +173,7 @@ def drive_retry_admission(run: Run) -> list[ClauseResult]:
     return []
 
 
+STRICTER_LIMIT = 1  # one retry, where the maintenance policy allows five
 SCHEDULE_JUMPS_S = (40.0, 80.0, 160.0, 1600.0)  # past retries 1, 2 and 3; the last beyond the 30-minute window
 
 
@@ -199,6 +197,7 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     deliberate click after exhaustion."""
     run.start()
     task_id, _ = create(run, "psc")
+    create(run, "psl", retry_limit=STRICTER_LIMIT)  # beside it: a task whose own limit is stricter (RTY-31)
     wait_rescheduled(run, task_id, set())
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
     run.start()
@@ -213,6 +212,8 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
     if click.ok and click.reply.run_id:
         wait_task(run, task_id, {"succeeded", "retry_offered", "retry_scheduled"})
+    run.kill("tree_kill")  # a restart after the task completed: its old failed runs reopen nothing (RTY-35)
+    run.start()
     run.settle(WAIT_S)
     return []
 

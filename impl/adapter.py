@@ -268,11 +268,13 @@ class Adapter:
     # --- Paperclip tasks (profile paperclip_retry, protocol 1.3; impl/tasks.py) ---------------------------
 
     def op_task_create(self, req: dict) -> dict:
-        return self._control({"op": "task_create", "project": req.get("project"), "text": req["text"]})
+        return self._control({"op": "task_create", "project": req.get("project"), "text": req["text"],
+                              "retry_limit": req.get("retry_limit")})
 
     def op_retry(self, req: dict) -> dict:
         return self._control({"op": "retry", "work_id": req["work_id"], "idempotency_key": req["idempotency_key"],
-                              "observed_run_id": req["observed_run_id"]})
+                              "observed_run_id": req["observed_run_id"],
+                              "authority": req.get("authority") or "board"})
 
     def op_task_fault(self, req: dict) -> dict:
         return self._control({"op": "task_fault", "task_id": req["task_id"], "fault": req["fault"],

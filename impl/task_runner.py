@@ -287,7 +287,8 @@ def _next_step(db: Database, task_id: str, code: str, cooldown_until: float | No
     t = now()
     first = task["gen_first_failure"] if task["gen_first_failure"] is not None else t
     planned = None
-    if code in SCHEDULED_CODES or cooldown_until is not None:
+    stricter = task["retry_limit"] is not None and task["gen_retries"] >= task["retry_limit"]
+    if (code in SCHEDULED_CODES or cooldown_until is not None) and not stricter:  # a stricter limit stays apart
         planned = retry_policy.plan(task["gen_retries"], first, t, cooldown_until, code if cooldown_until else None)
     if planned is None:
         db.execute("UPDATE tasks SET status='retry_offered', reason=?, gen_first_failure=? WHERE task_id=?",

@@ -28,7 +28,7 @@ SECTIONS = ["runs", "tasks", "wakeup_receipts", "workspaces", "recovery_coordina
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, company TEXT NOT NULL, project TEXT, text TEXT NOT NULL,
   status TEXT NOT NULL, reason TEXT, current_run TEXT, generation INTEGER NOT NULL DEFAULT 1,
-  gen_retries INTEGER NOT NULL DEFAULT 0, gen_first_failure REAL, created_at REAL NOT NULL);
+  gen_retries INTEGER NOT NULL DEFAULT 0, gen_first_failure REAL, created_at REAL NOT NULL, retry_limit INTEGER);
 CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, generation INTEGER NOT NULL,
   attempt INTEGER NOT NULL, state TEXT NOT NULL, error_code TEXT, retry_of TEXT, idempotency_key TEXT,
   workspace TEXT, dispatched INTEGER NOT NULL DEFAULT 0, runner_pid INTEGER, runner_ct REAL,
@@ -79,11 +79,13 @@ def new_run(db: Database, task: dict, *, generation: int, attempt: int, retry_of
     return run_id
 
 
-def task_create(db: Database, project: str | None, text: str) -> dict:
+def task_create(db: Database, project: str | None, text: str, retry_limit: int | None = None) -> dict:
+    """A task and its initial run; ``retry_limit``: a stricter execution retry limit, kept apart from the
+    maintenance policy's budget (the policy never schedules beyond it)."""
     with tx(db):
         task_id = f"t-{uuid.uuid4().hex[:10]}"
-        db.execute("INSERT INTO tasks (task_id, company, project, text, status, created_at) VALUES (?,?,?,?,?,?)",
-                   (task_id, COMPANY, project, text, "working", now()))
+        db.execute("INSERT INTO tasks (task_id, company, project, text, status, created_at, retry_limit) VALUES"
+                   " (?,?,?,?,?,?,?)", (task_id, COMPANY, project, text, "working", now(), retry_limit))
         run_id = new_run(db, {"task_id": task_id}, generation=1, attempt=1, retry_of=None, key=None)
     return {"task_id": task_id, "run_id": run_id}
 
@@ -116,8 +118,11 @@ def admit(db: Database, task: dict, key: str) -> tuple[str | None, bool, str]:
     return run_id, True, "pending"
 
 
-def retry(db: Database, task_id: str, key: str, observed_run_id: str) -> dict:
-    """A deliberate Retry: the receipt is durable before the answer and before any physical work."""
+def retry(db: Database, task_id: str, key: str, observed_run_id: str, authority: str = "board") -> dict:
+    """A deliberate Retry: the receipt is durable before the answer and before any physical work. Only a board
+    member with task-mutation authority may click; anyone else is refused before anything is recorded."""
+    if authority != "board":
+        raise TaskError("forbidden", "a Retry needs authenticated board task-mutation authority")
     failpoint("retry.receipt.before", task_id)
     with tx(db):
         known = one(db, "SELECT * FROM wakeup_receipts WHERE company=? AND idempotency_key=?", (COMPANY, key))
@@ -178,9 +183,10 @@ def handle(data_dir: Path, req: dict) -> dict:
     try:
         op = req["op"]
         if op == "task_create":
-            return task_create(db, req.get("project"), req["text"])
+            return task_create(db, req.get("project"), req["text"], req.get("retry_limit"))
         if op == "retry":
-            return retry(db, req["work_id"], req["idempotency_key"], req["observed_run_id"])
+            return retry(db, req["work_id"], req["idempotency_key"], req["observed_run_id"],
+                         req.get("authority") or "board")
         if op == "task_fault":
             return task_fault(db, req["task_id"], req["fault"], req["error_code"], req.get("cooldown_s"),
                               int(req.get("count") or 1))

@@ -1128,8 +1128,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
 # they stay in the observable count as not judged (D20); issue 15's slice judges the Retry path of #19759.
 _PC_NEEDS = {
-    "RTY-03": "the protocol carries no principal or authority on `retry`, so a click without board task-mutation "
-              "authority cannot be sent",
     "RTY-07": "an exhausted generation that needs an alternative strategy needs a strategy model the protocol does "
               "not expose (only a workspace strategy per run)",
     "RTY-11": "the generation's one alternative attempt is not in the snapshot (runs carry generation and "
@@ -1146,7 +1144,6 @@ _PC_NEEDS = {
     "RTY-24": "operator Stop and ownership changes of a task have no request in the protocol",
     "RTY-25": "an accepted native result waiting for its finalizer needs a kill between result and finalization; no "
               "task-layer point marks it yet",
-    "RTY-31": "stricter execution retry limits are per-runtime configuration the protocol does not expose",
     "RTY-33": "historical adoption is not implemented by the reference runtime nor driven by the kit",
     "RTY-36": "adoption diagnostics (historicalRecoveryCounts) are not in the snapshot",
     "RTY-38": "several retained holds of one failed execution need historical holds the kit cannot plant",
