@@ -577,7 +577,9 @@ def check_reuse_when_safe(ev: Evidence) -> list[ClauseResult]:
         if prior is None or not prior.get("workspace") or prior["status"] in _ACTIVE:
             continue
         ws = next((w for w in _rows(before, "workspaces") if w["path"] == prior["workspace"]), None)
-        coord = next((c for c in _rows(before, "recovery_coordinators") if c["run_id"] == prior_id), None)
+        # the coordinator as the run's first view shows it: a deferred click's run is created by the settlement
+        # itself, so the view before the run existed still shows the claim open
+        coord = next((c for c in _rows(first, "recovery_coordinators") if c["run_id"] == prior_id), None)
         holders = [r for r in _rows(before, "runs") if r.get("workspace") == prior["workspace"]
                    and r["status"] in _ACTIVE]
         safe = (ws is not None and ws["task_id"] == run["work_id"] and ws["strategy"] in ("task_directory",

@@ -301,5 +301,37 @@ def check_stricter_limit_kept(ev: Evidence) -> list[ClauseResult]:
                       f"{judged} task(s) kept to their stricter retry limit")
 
 
-WORK_CHECKS = (check_stricter_limit_kept, check_board_authority, check_reuse_conditions, check_work_kept,
-               check_turn_needs_retry, check_completed_stays_closed, check_unknown_admission_reconciled)
+def _open_claim(obs: Observation, run_id: str | None) -> bool:
+    return any(c["run_id"] == run_id and c["state"] == "observed" for c in _rows(obs, "recovery_coordinators"))
+
+
+def check_unknown_execution_holds(ev: Evidence) -> list[ClauseResult]:
+    """RTY-24: a Retry clicked while the observed run's execution is unknown (its coordinator held open by a restart
+    claim, ``observed``, in the last observation before the click and still in the first after its answer) is
+    held: deferred, no run. Operator Stop, changed ownership and missing receipts have no request in the
+    protocol and are not exercised."""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    problems, judged = [], 0
+    for inv, done in _ops(ev, "retry"):
+        if done is None or done.type != "ok":
+            continue
+        observed = inv.value.get("observed_run_id")
+        before = [o for o in observations if o.index < inv.index]
+        after = [o for o in observations if o.index > done.index]
+        if not before or not after:
+            continue
+        if not (_open_claim(before[-1], observed) and _open_claim(after[0], observed)):
+            continue
+        judged += 1
+        if done.value.get("run_id") is not None and done.value.get("created"):
+            problems.append(f"a Retry of task {inv.value.get('work_id')} while run {observed}'s restart claim was open "
+                            f"(its execution unknown) started run {done.value['run_id']} instead of being held")
+    return _judgement("RTY-24", problems, judged, "no Retry came while a run's execution was unknown",
+                      f"{judged} Retry(s) during an open restart claim held")
+
+
+WORK_CHECKS = (check_unknown_execution_holds, check_stricter_limit_kept, check_board_authority, check_reuse_conditions,
+               check_work_kept, check_turn_needs_retry, check_completed_stays_closed,
+               check_unknown_admission_reconciled)

@@ -115,7 +115,7 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     disk.inspect(run, "bootstrap")
     run.kill("tree_kill")  # the restart during bootstrap
     cut.join(WAIT_S)
-    run.start(failpoints="")
+    run.start(failpoints=SETTLE_PAUSE)
     retry(run, tb, "k19759-b1", rb)  # the click whose reply was lost, sent again with its key
     wait_task(run, ta, {"succeeded", "retry_offered", "retry_scheduled"})
     task_b = wait_task(run, tb, {"retry_offered", "retry_scheduled", "succeeded"})
@@ -123,15 +123,30 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     failed_run = next((r for r in run.observe().get("runs") or [] if r["run_id"] == (task_b or {}).get("current_run")),
                       None)
     disk.plant(run, (failed_run or {}).get("workspace"), "agent work")  # the failed run's uncommitted work (RTY-08)
-    later = retry(run, tb, "k19759-b2", (task_b or {}).get("current_run"))  # the later Retry must create a run
-    if later.ok and later.reply.run_id:
-        wait_task(run, tb, {"succeeded", "retry_offered"})
+    # the later Retry comes while the claim is still settling (held at coordinator.settle.before): the run's
+    # execution is not known yet, so the click is held (deferred, RTY-24); the settlement must then wake it into a
+    # run (RTY-14). Not waited for long: a runtime that never settles never reaches the point
+    settling = _held(run, "coordinator.settle.before", 5.0)
+    later = retry(run, tb, "k19759-b2", (task_b or {}).get("current_run"))
+    run.observe()
+    if settling and run.broker is not None:
+        run.broker.release(point="coordinator.settle.before")
+    if later.ok:
+        wait_task(run, tb, {"succeeded"}, timeout_s=5.0)
     run.settle(WAIT_S)
     disk.inspect(run, "end")
     return []
 
 
 LOST_REPLY = "retry.receipt.after=1*pause"  # the first click is held after its receipt
+SETTLE_PAUSE = "coordinator.settle.before=1*pause"  # the failed re-preparation's settlement waits for the kit
+
+
+def _held(run: Run, point: str, timeout_s: float) -> bool:
+    try:
+        return run.broker is not None and bool(run.broker.wait_for_hit(point, timeout=timeout_s, held=True))
+    except Exception:
+        return False
 
 
 def _quiet(fn: Any, *args: Any) -> None:

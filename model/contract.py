@@ -1141,7 +1141,6 @@ _PC_NEEDS = {
     "RTY-21": "lineage (32-run chains, cycles) needs historical runs the kit can plant; the protocol has no such "
               "request",
     "RTY-23": "saved messages on tasks are not in the protocol (task_create carries one instruction)",
-    "RTY-24": "operator Stop and ownership changes of a task have no request in the protocol",
     "RTY-25": "an accepted native result waiting for its finalizer needs a kill between result and finalization; no "
               "task-layer point marks it yet",
     "RTY-33": "historical adoption is not implemented by the reference runtime nor driven by the kit",
