@@ -728,7 +728,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A Retry records its wakeup receipt before any physical work.",
        "It records an agent_wakeup_requests receipt before physical work.",
        points=("retry.receipt.before", "retry.receipt.after")),
-    _c("RTY-03", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-03", _S, _PC, "MLH", SEED_001, PC_ADM,
        "A Retry requires authenticated board task-mutation authority.",
        "It requires authenticated board task-mutation authority."),
     _c("RTY-04", _S, _PC, "MLH", SEED_001, PC_ADM,
@@ -744,10 +744,10 @@ CLAUSES: tuple[Clause, ...] = (
        "A click on an exhausted generation that needs an alternative strategy binds to that generation and "
        "continues without repeating the failed step.",
        "The click binds to that generation and continues without repeating the failed step."),
-    _c("RTY-08", _S, _PC, "LC", SEED_001, PC_ADM,
+    _c("RTY-08", _S, _PC, "LCH", SEED_001, PC_ADM,
        "A Retry never silently drops the agent's work.",
        "A Retry never silently drops the agent's work"),
-    _c("RTY-09", _S, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-09", _S, _PC, "MCH", SEED_001, PC_ADM,
        "A workspace is reused only when it is the same one local directory the failed run used, still bound to and "
        "owned by this task, not a shared project workspace and not under remote storage authority, with the prior "
        "executor stopped, its leases released and the recovery generation settled, and no other lease, failed "
@@ -810,7 +810,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-23", _S, _PC, "ML", SEED_001, PC_ADM,
        "A saved message is consumed once, when execution starts.",
        "The saved message is consumed once when execution starts"),
-    _c("RTY-24", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-24", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Unknown execution, operator Stop, changed ownership or missing receipts keep a Retry request held; "
        "preservation alone authorizes no automatic replay.",
        "Unknown execution, operator Stop, changed ownership and missing receipts keep the request held."),
@@ -838,7 +838,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Restarts, phase changes and rescans never replenish the retry budget.",
        "Restarts, phase changes and rescans do not replenish the budget.",
        restarts=(_RK.GRACEFUL_WORKER_RESTART, *_KILLS, _RK.LONG_DOWNTIME)),
-    _c("RTY-31", _S, _PC, "ML", SEED_001, PC_POLICY,
+    _c("RTY-31", _S, _PC, "MLH", SEED_001, PC_POLICY,
        "Stricter execution retry limits stay separate and are never loosened by the maintenance policy.",
        "Existing stricter execution retry limits remain separate."),
     _c("RTY-32", _S, _PC, "M", SEED_001, PC_POLICY,
@@ -848,10 +848,10 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-33", _S, _PC, "L", SEED_001, PC_POLICY,
        "Historical failure evidence stays intact through adoption.",
        "Historical failure evidence remains intact."),
-    _c("RTY-34", _S, _PC, "ML", SEED_001, PC_POLICY,
+    _c("RTY-34", _S, _PC, "MLH", SEED_001, PC_POLICY,
        "A task with no waiting request needs a Retry before another agent turn.",
        "A task with no waiting request requires Retry before another agent turn."),
-    _c("RTY-35", _S, _PC, "ML", SEED_001, PC_POLICY,
+    _c("RTY-35", _S, _PC, "MLH", SEED_001, PC_POLICY,
        "Completed, cancelled, deliberately paused and superseded tasks never reopen merely because old files need "
        "maintenance.",
        "Completed, cancelled, deliberately paused and superseded tasks do not reopen merely because old files need "
@@ -859,7 +859,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-36", _S, _PC, "L", SEED_001, PC_POLICY,
        "Adoption alone is never reported as proof that files were recovered.",
        "Adoption alone is not proof that files were recovered."),
-    _c("RTY-37", _S, _PC, "L", SEED_001, PC_DIAG,
+    _c("RTY-37", _S, _PC, "LH", SEED_001, PC_DIAG,
        "An admission whose outcome is unknown reconciles the same request key, never a new one.",
        "Unknown admission reconciles the same request key."),
     _c("RTY-38", _S, _PC, "ML", SEED_001, PC_ADM,
