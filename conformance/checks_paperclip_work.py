@@ -332,6 +332,47 @@ def check_unknown_execution_holds(ev: Evidence) -> list[ClauseResult]:
                       f"{judged} Retry(s) during an open restart claim held")
 
 
-WORK_CHECKS = (check_unknown_execution_holds, check_stricter_limit_kept, check_board_authority, check_reuse_conditions,
-               check_work_kept, check_turn_needs_retry, check_completed_stays_closed,
-               check_unknown_admission_reconciled)
+@kit_evidence
+def check_continued_preparation_unstarted(ev: Evidence) -> list[ClauseResult]:
+    """RTY-39: a run a restart continues as a failed native preparation (its coordinator claimed
+    ``bootstrap_incomplete``) had started no provider work: by the provider's ledger, no request of its task's
+    script arrived between the run's birth (the reply that named it, or its first view) and the restart before
+    that claim. (The stop receipts of every
+    source lease need leases on task runs, which the protocol does not expose; not exercised.)"""
+    if not _paperclip(ev):
+        return []
+    observations = _task_observations(ev)
+    scripts = task_scripts(ev)
+    faults = restarts(ev.history)
+    born: dict[str, tuple[int, float]] = {}  # run id -> (index, time) of the reply that named it
+    for name in ("task_create", "retry"):
+        for _, d in _ops(ev, name):
+            if d is not None and d.type == "ok" and d.value.get("run_id"):
+                born.setdefault(d.value["run_id"], (d.index, d.time))
+    problems, judged, seen = [], 0, set()
+    for obs in observations:
+        for c in _rows(obs, "recovery_coordinators"):
+            if c.get("claim_kind") != "bootstrap_incomplete" or c["run_id"] in seen:
+                continue
+            seen.add(c["run_id"])
+            run = _task_runs(obs).get(c["run_id"])
+            first = next((o for o in observations if c["run_id"] in _task_runs(o)), None)
+            birth = min([b for b in (born.get(c["run_id"]), first and (first.index, first.time)) if b is not None],
+                        default=None)
+            fault = next((f for f in reversed(faults) if f.index < obs.index), None)
+            script = scripts.get((run or {}).get("work_id"))
+            if run is None or birth is None or fault is None or script is None or birth[0] > fault.index:
+                continue
+            judged += 1
+            started = [r for r in requests_of(ev, script, birth[1]) if float(r.get("time", 0)) < fault.time]
+            if started:
+                problems.append(f"run {c['run_id']} was continued as a failed native preparation "
+                                f"(bootstrap_incomplete) though the provider had seen {len(started)} request(s) of "
+                                f"its task before the restart")
+    return _judgement("RTY-39", problems, judged, "no failed native preparation was continued after a restart",
+                      f"{judged} continued preparation(s), none with provider work started")
+
+
+WORK_CHECKS = (check_continued_preparation_unstarted, check_unknown_execution_holds, check_stricter_limit_kept,
+               check_board_authority, check_reuse_conditions, check_work_kept, check_turn_needs_retry,
+               check_completed_stays_closed, check_unknown_admission_reconciled)

@@ -1500,7 +1500,7 @@ SCENARIOS += (
              "failed re-preparation settles its coordinator and a later Retry creates a run", _PC,
              (_pc.task_script("p19a", _pc.HELD), _pc.task_script("p19b", _pc.HELD)), (),
              ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40", "RTY-02", "RTY-08", "RTY-09", "RTY-34",
-              "RTY-37", "RTY-24"), _pc.drive_19759,
+              "RTY-37", "RTY-24", "RTY-39"), _pc.drive_19759,
              Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS + _pc.SETTLE_POINTS,
                    clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-14", "RTY-04"), kick=_pc.chaos_kick_19759,
                    restart_points=_pc.SETTLE_POINTS, restart_first=_pc.BOOTSTRAP_PAUSE,

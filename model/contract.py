@@ -866,7 +866,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Each retained recovery hold of a failed execution keeps its own containment and effect checks; a hold never "
        "borrows another run's workspace strategy.",
        "It does not borrow another run's strategy or skip any hold's independent containment and effect checks."),
-    _c("RTY-39", _S, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-39", _S, _PC, "MCH", SEED_001, PC_ADM,
        "Continuing a failed native preparation needs proof that no provider work started and exact stop receipts for "
        "every source lease; any input, result, process, output or usage evidence prevents admission.",
        "input, result, process, output and provider usage evidence still prevent admission"),
@@ -1146,8 +1146,6 @@ _PC_NEEDS = {
     "RTY-33": "historical adoption is not implemented by the reference runtime nor driven by the kit",
     "RTY-36": "adoption diagnostics (historicalRecoveryCounts) are not in the snapshot",
     "RTY-38": "several retained holds of one failed execution need historical holds the kit cannot plant",
-    "RTY-39": "continuing a failed native preparation with stop receipts per source lease needs leases on task "
-              "runs, which the protocol does not expose",
 }
 NOT_JUDGED.update({cid: NotJudged(why, observable=True) for cid, why in _PC_NEEDS.items()})
 
