@@ -212,8 +212,9 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     deliberate click after exhaustion."""
     run.start()
     task_id, _ = create(run, "psc")
-    create(run, "psl", retry_limit=STRICTER_LIMIT)  # beside it: a task whose own limit is stricter (RTY-31)
+    limited, _ = create(run, "psl", retry_limit=STRICTER_LIMIT)  # beside it: a stricter limit of its own (RTY-31)
     wait_rescheduled(run, task_id, set())
+    wait_rescheduled(run, limited, set())  # (its first failure, not a kill, must end its first run)
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
     run.start()
     before = _scheduled(run.observe(), task_id)
