@@ -336,8 +336,9 @@ def check_unknown_execution_holds(ev: Evidence) -> list[ClauseResult]:
 def check_continued_preparation_unstarted(ev: Evidence) -> list[ClauseResult]:
     """RTY-39: a run a restart continues as a failed native preparation (its coordinator claimed
     ``bootstrap_incomplete``) had started no provider work: by the provider's ledger, no request of its task's
-    script arrived between the run's birth (the reply that named it, or its first view) and the restart before
-    that claim. (The stop receipts of every
+    script arrived between the run's birth (the reply that named it, or its first view) and the first restart
+    after it. Provider work once started stays started, so a request before that restart forbids the claim at
+    any later one; a request after it may be the claimed run going on, and is not read. (The stop receipts of every
     source lease need leases on task runs, which the protocol does not expose; not exercised.)"""
     if not _paperclip(ev):
         return []
@@ -359,9 +360,9 @@ def check_continued_preparation_unstarted(ev: Evidence) -> list[ClauseResult]:
             first = next((o for o in observations if c["run_id"] in _task_runs(o)), None)
             birth = min([b for b in (born.get(c["run_id"]), first and (first.index, first.time)) if b is not None],
                         default=None)
-            fault = next((f for f in reversed(faults) if f.index < obs.index), None)
+            fault = next((f for f in faults if birth is not None and f.index > birth[0]), None)
             script = scripts.get((run or {}).get("work_id"))
-            if run is None or birth is None or fault is None or script is None or birth[0] > fault.index:
+            if run is None or birth is None or fault is None or script is None or fault.index > obs.index:
                 continue
             judged += 1
             started = [r for r in requests_of(ev, script, birth[1]) if float(r.get("time", 0)) < fault.time]
