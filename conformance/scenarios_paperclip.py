@@ -279,10 +279,10 @@ def chaos_restart_19759(env: Any, spec: str) -> None:
         failed = task["current_run"]
         # a click held by the paused runtime is cut by the case's kill: the same key is sent again once the runtime
         # is back (the same click, RTY-04: it creates the run if the first never landed, else attaches to it)
-        if _env_click(env, made.task_id, "kc-s1", failed, timeout_s=4.0) is None:
-            if _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled", "working", "succeeded"},
-                         timeout_s=WAIT_S) is not None:
-                _env_click(env, made.task_id, "kc-s1", failed, timeout_s=WAIT_S)
+        cut = _env_click(env, made.task_id, "kc-s1", failed, timeout_s=4.0) is None
+        if cut and _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled", "working", "succeeded"},
+                             timeout_s=WAIT_S) is not None:
+            _env_click(env, made.task_id, "kc-s1", failed, timeout_s=WAIT_S)
         _env_wait(env, made.task_id, {"succeeded", "retry_offered"}, timeout_s=WAIT_S)
     except Exception:
         return
