@@ -219,10 +219,12 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     run.start()
     before = _scheduled(run.observe(), task_id)
     for jump in SCHEDULE_JUMPS_S:  # the kit's clock moves; the runtime reads it at its next start
+        before_limited = _scheduled(run.observe(), limited)
         run.clock_jump(jump)
         run.kill("tree_kill")
         run.start()
         wait_rescheduled(run, task_id, before)
+        wait_rescheduled(run, limited, before_limited)  # its fired retry ends before the next kill, not cut by it
         before = _scheduled(run.observe(), task_id)
     task = wait_task(run, task_id, {"retry_offered"})
     click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
