@@ -64,6 +64,20 @@ def _task_observations(ev: Evidence) -> list[Observation]:
     return [o for o in ev.history.observations if o.snapshot.get("tasks") is not None]
 
 
+def answered_clicks(ev: Evidence) -> list[tuple[Any, Any, list[Observation], list[Observation]]]:
+    """Every Retry answered ``ok``, with the observations before its request and after its answer (both there)."""
+    observations = _task_observations(ev)
+    out = []
+    for invoke, done in _ops(ev, "retry"):
+        if done is None or done.type != "ok":
+            continue
+        before = [o for o in observations if o.index < invoke.index]
+        after = [o for o in observations if o.index > done.index]
+        if before and after:
+            out.append((invoke, done, before, after))
+    return out
+
+
 def kit_clock(ev: Evidence, t: float) -> float:
     """The runtime's clock as the kit set it at real time ``t``: t plus the offset of the last start before t."""
     offset = 0.0
@@ -636,16 +650,11 @@ def check_attach_keeps_generation(ev: Evidence) -> list[ClauseResult]:
     the generation, continues the attempt count, and the generation's deadline (first failure, window) stays."""
     if not _paperclip(ev):
         return []
-    observations = _task_observations(ev)
     problems, judged = [], 0
-    for invoke, done in _ops(ev, "retry"):
-        if done is None or done.type != "ok" or not done.value.get("created"):
+    for invoke, done, before, after in answered_clicks(ev):
+        if not done.value.get("created"):
             continue
         task_id = invoke.value.get("work_id")
-        before = [o for o in observations if o.index < invoke.index]
-        after = [o for o in observations if o.index > done.index]
-        if not before or not after:
-            continue
         task = next((t for t in _rows(before[-1], "tasks") if t["task_id"] == task_id), None)
         scheduled = [e for e in _rows(before[-1], "retry_schedule") if e["task_id"] == task_id
                      and e["state"] == "scheduled"]

@@ -19,6 +19,7 @@ from recoverykit.conformance.checks_paperclip import (
     _paperclip,
     _rows,
     _task_observations,
+    answered_clicks,
     requests_of,
     task_scripts,
 )
@@ -312,16 +313,9 @@ def check_unknown_execution_holds(ev: Evidence) -> list[ClauseResult]:
     protocol and are not exercised."""
     if not _paperclip(ev):
         return []
-    observations = _task_observations(ev)
     problems, judged = [], 0
-    for inv, done in _ops(ev, "retry"):
-        if done is None or done.type != "ok":
-            continue
+    for inv, done, before, after in answered_clicks(ev):
         observed = inv.value.get("observed_run_id")
-        before = [o for o in observations if o.index < inv.index]
-        after = [o for o in observations if o.index > done.index]
-        if not before or not after:
-            continue
         if not (_open_claim(before[-1], observed) and _open_claim(after[0], observed)):
             continue
         judged += 1
