@@ -93,6 +93,10 @@ class WorkItem(Record):
     inputs: list[AcceptedInput] = Field(description="Every accepted (acknowledged) input of this work item, in order.")
     last_progress: str | None = Field(
         description="An opaque id of the last committed progress point (checkpoint or turn commit); null if none yet.")
+    provenance: Id | None = Field(
+        None, description="Since 1.3, optional (profile jobs): for a Job or one of its subtasks, the work item of the "
+        "real caller whose request started the Job, as saved at that admission (kept across sessions and restarts, "
+        "unlike `parent_id`); null for other work or if not recorded.")
 
 
 class Budget(Record):

@@ -785,14 +785,6 @@ def drive_interrupted_stream(run: Run) -> list[ClauseResult]:
 
 
 
-def drive_job(run: Run) -> list[ClauseResult]:
-    run.start()
-    submit(run, "job")
-    restart_kit_side(run, "tree_kill")
-    run.settle(SETTLE_S)
-    return []
-
-
 _CHAT = Profile.CHAT_CORE
 _K = RestartKind
 
@@ -974,9 +966,6 @@ SCENARIOS: tuple[Scenario, ...] = (
                                       faults=[{"kind": "cut", "at_chunk": 2, "attempts": [1]}]), usage="final"),),
              (), ("CTX-10", "INP-01"), drive_interrupted_stream,
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
-    Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
-             (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
-             Chaos(kinds=(_K.TREE_KILL,))),
 )
 
 
@@ -1485,6 +1474,21 @@ SCENARIOS += (
              "found by polling with backoff, a timed-out query never taken for a stop", Profile.WAITS,
              (wait_script("wl"),), (_wt.EXTERNAL,), ("WAIT-03", "WAIT-06", "INP-01"),
              _wt.drive_lost_notification, _NO_WAIT_CHAOS, _wt.needs_external),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- background Jobs (drive in conformance.drives_jobs; judged by conformance.checks_jobs) ---------------------
+
+from recoverykit.conformance import drives_jobs as _jb  # noqa: E402  (its drive uses the helpers above)
+
+SCENARIOS += (
+    Scenario("job_restart", "a request starts a Job from another session: two subtasks under a quota of one, a tree "
+             "kill while the first one's answer is in flight: the quota held, no subtask started again, each result "
+             "delivered to the Job once, the caller's provenance kept", Profile.JOBS, _jb.scripts(), ("probe_read",),
+             ("JOB-01", "JOB-02", "JOB-03", "FA-07", "RI-02"), _jb.drive_job_restart,
+             Chaos(none="a Job is started by the kit's job_start, which chaos's cases (one submit per session) do "
+                        "not send; the drive makes the restart itself, inside the first subtask")),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

@@ -117,7 +117,8 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     drain_outbox(ctx)
     failpoint("provider.request.before", work_id)
     api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else ctx.cfg.api_key
-    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"]),
+    own = item["work_id"] if item["kind"] == "job" else None  # a Job or a subtask: its own conversation
+    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"], own),
                   [_tool_schema(t.name) for t in offered], request_id, api_key=api_key)
     try:
         req.send()

@@ -127,7 +127,8 @@ def snapshot(data_dir: Path) -> dict:
             "work_id": w["work_id"], "session_id": w["session_id"], "kind": w["kind"],
             "desired_state": w["desired_state"], "control_version": w["control_version"], "status": status,
             "reason_code": reason, "recovery_policy": w["recovery_policy"], "host_id": w["host_id"],
-            "parent_id": w["parent_id"], "inputs": by_work.get(w["work_id"], []), "last_progress": w["last_progress"]})
+            "parent_id": w["parent_id"], "inputs": by_work.get(w["work_id"], []), "last_progress": w["last_progress"],
+            "provenance": w["provenance"]})
     timer_waits = [{"handle": f"timer:{w['retry_at']:.3f}", "work_id": w["work_id"], "observed_version":
                     str(w["control_version"]), "consumption_key": f"{w['work_id']}:retry:{w['retry_count']}",
                     "consumed": w["retry_at"] <= now()}
@@ -177,7 +178,7 @@ def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
     items, owned = _read_many(db, [
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
          " (status IN ('queued','running') OR (status='waiting' AND reason_code IN ('retry_scheduled',"
-         " 'waiting_dependency')))"
+         " 'waiting_dependency', 'waiting_child')))"
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])

@@ -123,6 +123,16 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
         request_id TEXT, outcome TEXT NOT NULL, verdicts TEXT NOT NULL, valid INTEGER NOT NULL DEFAULT 1,
         created_at REAL NOT NULL);
     """,
+    # 4: background Jobs (impl/jobs.py): the authorized subtasks, the concurrency quota, the caller's provenance
+    """
+    ALTER TABLE work_items ADD COLUMN provenance TEXT;
+    CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY, client_job_id TEXT NOT NULL UNIQUE, caller_work_id TEXT NOT NULL,
+        quota INTEGER NOT NULL, created_at REAL NOT NULL);
+    CREATE TABLE job_subtasks (
+        job_id TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL, child_id TEXT UNIQUE, started_at REAL,
+        delivered_at REAL, PRIMARY KEY (job_id, idx));
+    """,
 )
 
 USAGE_MIGRATIONS: tuple[str, ...] = (
