@@ -82,7 +82,8 @@ def authorized(db: Database, job_id: str) -> list[dict]:
 def deliverable(db: Database, job_id: str) -> list[dict]:
     """Finished children whose result the Job has not been given yet."""
     return rows(db, "SELECT s.* FROM job_subtasks s JOIN work_items c ON c.work_id = s.child_id WHERE s.job_id=?"
-                    " AND c.desired_state='done' AND s.delivered_at IS NULL ORDER BY s.idx", (job_id,))
+                    " AND c.desired_state='done' AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.work_id = s.job_id"
+                    " AND m.repair_key = 'deliver:' || s.child_id) ORDER BY s.idx", (job_id,))
 
 
 def wake(db: Database) -> bool:
@@ -125,12 +126,13 @@ def advance(ctx: Ctx, item: dict, gen: int) -> bool:
 def _start_subtask(ctx: Ctx, job: dict, sub: dict) -> None:
     """Inside the Job's fenced transaction: the subtask's child work item, with the provenance saved with the Job."""
     t = now()
-    child_id = f"{job['work_id']}.c{sub['idx']}"
+    child_id = f"{job['work_id']}.c{sub['idx']}-{uuid.uuid4().hex[:6]}"
+    provenance = job["provenance"]  # restored from the Job, as saved at its caller's admission
     ctx.db.conn.execute(
         "INSERT INTO work_items (work_id, session_id, kind, desired_state, status, reason_code, host_id,"
         " recovery_policy, parent_id, provenance, created_at, updated_at) VALUES (?,?,'job','run','queued','queued',"
         " ?,?,?,?,?,?)",
-        (child_id, job["session_id"], ctx.cfg.host_id, job["recovery_policy"], job["work_id"], job["provenance"], t, t))
+        (child_id, job["session_id"], ctx.cfg.host_id, job["recovery_policy"], job["work_id"], provenance, t, t))
     ctx.db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at) VALUES (?,?,'user',?,?)",
                         (child_id, job["session_id"], sub["text"], t))
     ctx.db.conn.execute("UPDATE job_subtasks SET child_id=?, started_at=? WHERE job_id=? AND idx=?",
@@ -146,14 +148,14 @@ def _deliver(ctx: Ctx, job: dict, gen: int, sub: dict) -> None:
                          " ORDER BY msg_seq DESC LIMIT 1", (child_id,))
     failpoint("child.delivery.before", job_id)
     with fenced(ctx.db, job_id, gen, "child.delivery"):
-        if one(ctx.db, "SELECT delivered_at FROM job_subtasks WHERE job_id=? AND idx=?",
-               (job_id, sub["idx"]))["delivered_at"] is not None:
-            return  # delivered already (by an owner before us): a repeated delivery changes nothing
-        ctx.db.conn.execute(
+        key = f"deliver:{child_id}"  # the child's result, once, whoever delivers it (``deliverable`` reads it)
+        cur = ctx.db.conn.execute(
             "INSERT OR IGNORE INTO messages (work_id, session_id, role, content, origin, repair_key, at)"
             " VALUES (?,?,'user',?,'real',?,?)",
             (job_id, job["session_id"], f"[subtask {sub['idx'] + 1} result] {(answer or {}).get('content') or ''}",
-             f"deliver:{child_id}", now()))
+             key, now()))
+        if not cur.rowcount:
+            return  # delivered already (by an owner before us): a repeated delivery changes nothing
         ctx.db.conn.execute("UPDATE job_subtasks SET delivered_at=? WHERE job_id=? AND idx=?",
                             (now(), job_id, sub["idx"]))
         emit(ctx.db, job_id, "child_delivered", child_id=child_id)
