@@ -11,6 +11,7 @@ followed is judged by ``checks_jobs``.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from recoverykit.conformance import scenarios as sc
 from recoverykit.conformance.checker import ClauseResult, _result
@@ -21,6 +22,8 @@ from recoverykit.model.catalogue import Verdict
 CALLER, JOB, SUBTASKS = "jc", "jp", ("jb1", "jb2")
 JOB_SESSION = "s-job"
 QUOTA_WATCH_S = 1.0  # while the recovered subtask is held: a runtime that lost the quota starts the next one now
+# chaos kills while a result is delivered to the Job, and while a subtask's or the Job's model answers
+CHAOS_POINTS = ("child.delivery.before", "child.delivery.after", "provider.request.inflight")
 HOLD_1_2 = [{"kind": "hold", "at_chunk": 0, "attempts": [1, 2]}]
 
 
@@ -61,3 +64,18 @@ def drive_job_restart(run: Run) -> list[ClauseResult]:
     run.provider.release(again)
     _, final = run.settle(sc.SETTLE_S)
     return [sc.expect_desired(final, [out.reply.job_id], {"done"}, "RI-02", "after the Job's subtasks finished")]
+
+
+def chaos_kick(env: Any) -> None:
+    """How a chaos case starts the Job: the caller's request, then the Job from another session (its scripts
+    without the drive's holds). Stops at the first failed step: the kill ends the drive, the recovery is judged."""
+    try:
+        caller = env.request("submit", session_id=f"s-{CALLER}", text=f"{script_tag(CALLER)} request 1",
+                             client_msg_id=f"c-{CALLER}-1")
+        env.request("job_start", caller_work_id=caller.work_id, session_id=JOB_SESSION,
+                    text=f"{script_tag(JOB)} collect", subtasks=[f"{script_tag(s)} subtask" for s in SUBTASKS],
+                    concurrency=1, client_job_id="job-1")
+        env.request("submit", session_id=f"s-{CALLER}", text=f"{script_tag(CALLER)} request 2",
+                    client_msg_id=f"c-{CALLER}-2")
+    except Exception:
+        return

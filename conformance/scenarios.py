@@ -1487,8 +1487,8 @@ SCENARIOS += (
              "kill while the first one's answer is in flight: the quota held, no subtask started again, each result "
              "delivered to the Job once, the caller's provenance kept", Profile.JOBS, _jb.scripts(), ("probe_read",),
              ("JOB-01", "JOB-02", "JOB-03", "FA-07", "RI-02"), _jb.drive_job_restart,
-             Chaos(none="a Job is started by the kit's job_start, which chaos's cases (one submit per session) do "
-                        "not send; the drive makes the restart itself, inside the first subtask")),
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL), points=_jb.CHAOS_POINTS, clauses=("FA-07", "JOB-01"),
+                   kick=_jb.chaos_kick)),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

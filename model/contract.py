@@ -1073,6 +1073,17 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
         "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
         observable=True),
+    # --- Jobs profile (D41): what checks_jobs cannot judge, and why
+    "REC-08": NotJudged(
+        "Whether the server or the JobRunner took a recovery decision, and through which entry point, is internal: "
+        "one decision taken twice by the same code looks the same as two taken independently until they disagree, "
+        "and what a disagreement does is judged where it shows: one owner per work item (OWN clauses), no subtask "
+        "started again and the quota held (JOB-01), each child's result delivered once (FA-07).", observable=False),
+    "JOB-04": NotJudged(
+        "A usage receipt in the snapshot carries its work item, Goal and revision, not a Job reservation, and the "
+        "protocol has no Job budget to reserve against, so the identity a receipt saves cannot be read; that each "
+        "subtask attempt keeps one receipt of its own across a restart is judged as USG-01 and FA-04 on "
+        "job_restart.", observable=True),
     # --- Goal profile (D22): what checks_goals cannot judge yet, and why
     "REC-16": NotJudged(
         "Which code path a runtime recovers a Goal through is internal; what a shared entry point guarantees, a "
