@@ -646,17 +646,17 @@ CLAUSES: tuple[Clause, ...] = (
        "Expired unstarted reservations cannot dispatch; started requests are not automatically released."),
 
     # ---- Background Jobs
-    _c("JOB-01", _S, _JOBS, "MLC", SEED_000, ARC,
+    _c("JOB-01", _S, _JOBS, "MLCH", SEED_000, ARC,
        "Background work keeps its prior authorization and concurrency quota; a restart authorizes no additional "
        "subtasks.",
        "Background work retains its prior authorization and concurrency quota; restart does not authorize additional "
        "subtasks."),
-    _c("JOB-02", _S, _JOBS, "MLC", SEED_000, COST,
+    _c("JOB-02", _S, _JOBS, "MLCH", SEED_000, COST,
        "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup, "
        "and clear unrelated temporary attribution.",
        "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup, "
        "and clear unrelated temporary attribution."),
-    _c("JOB-03", _S, _JOBS, "ML", SEED_000, COST,
+    _c("JOB-03", _S, _JOBS, "MLH", SEED_000, COST,
        "A cross-session call keeps the original caller's provenance without creating a cross-session canonical "
        "parent.",
        "Cross-session calls preserve original caller provenance without creating a cross-session canonical parent."),
@@ -905,7 +905,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A crash before result commit leaves the effect recorded as unknown or the real result recovered; after "
        "commit the committed result is used; the effect is never repeated.",
        "before/after result commit", points=_RESULT, restarts=_KILLS),
-    _c("FA-07", _S, _JOBS, "C", SEED_003, ZH_FAIL,
+    _c("FA-07", _S, _JOBS, "CH", SEED_003, ZH_FAIL,
        "A crash during parent/child delivery delivers the child's result to the parent exactly once.",
        "父子消息投递中", points=("child.delivery.before", "child.delivery.after"), restarts=_KILLS),
     _c("FA-08", _S, _GOALS, "CH", SEED_000, FAIL,
