@@ -200,4 +200,42 @@ def check_approval_states(ev: Evidence) -> list[ClauseResult]:
                         f"{carried} pending approval(s) carried across a restart, still pending")]
 
 
-APPROVAL_CHECKS = (check_approved_executions, check_approval_states)
+def unreadable_windows(ev: Evidence) -> list[tuple[float, float]]:
+    """(from, to): the kit's storage faults (the store unreadable or at a newer schema) until their restore."""
+    from recoverykit.conformance.storage_fault import FAULT, RESTORE
+    out, since = [], None
+    for f in ev.history.faults:
+        if f.kind == FAULT and since is None:
+            since = f.time
+        elif f.kind == RESTORE and since is not None:
+            out.append((since, f.time))
+            since = None
+    if since is not None:
+        out.append((since, float("inf")))
+    return out
+
+
+@kit_evidence
+def check_unreadable_state(ev: Evidence) -> list[ClauseResult]:
+    """APR-04 from the witness log and the kit's history: no write that needed an approval runs while the kit
+    keeps the store unreadable (or at a newer schema): the recovery state it would be checked against cannot be
+    read. Judged for each such window that came after the user's ``approve``: an approved write could have run."""
+    windows = unreadable_windows(ev)
+    grants = [t for times in decisions(ev, "approve").values() for t in times]
+    if not windows or not grants:
+        return [_result("APR-04", Verdict.UNKNOWN, "the store was never faulted after an approval")]
+    problems, judged = [], 0
+    needed = needing_approval(ev)
+    for start, end in windows:
+        if not any(t < end for t in grants):
+            continue
+        judged += 1
+        for e, _ in needed:
+            if start <= e.started < end:
+                problems.append(f"{e.tool} ({e.probe_token}) ran at {e.started:.3f}, while the kit kept the store "
+                                "faulted: execution went on without readable recovery state")
+    return _judgement("APR-04", problems, judged, "the store was never faulted after an approval",
+                      f"{judged} storage fault(s) after an approval: no write needing one ran meanwhile")
+
+
+APPROVAL_CHECKS = (check_approved_executions, check_approval_states, check_unreadable_state)

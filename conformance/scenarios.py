@@ -1411,10 +1411,11 @@ SCENARIOS += (
              "approval; a crash while it is pending: still pending, nothing run; approved, the write runs once",
              Profile.APPROVALS, (approval_script("apa", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
              ("APR-02", "APR-06", "APR-07", "FA-15", "INP-01"), _apr.drive_pending_restart, _NO_APPROVAL_CHAOS),
-    Scenario("approval_consume_crash", "approve, then a crash before the approval is consumed, then a crash while "
-             "the approved write holds its result: consumed once, the write run once", Profile.APPROVALS,
+    Scenario("approval_consume_crash", "approve, then a crash before the approval is consumed (and, when the store "
+             "can be faulted, a start on a store at a newer schema: nothing runs), then a crash while the approved "
+             "write holds its result: consumed once, the write run once", Profile.APPROVALS,
              (approval_script("apc", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
-             ("APR-02", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
+             ("APR-02", "APR-04", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
              _apr.needs_consume_point),
     Scenario("approval_deny", "the user denies the write the recovery turn asks for: it never runs, the work goes on",
              Profile.APPROVALS, (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),

@@ -463,7 +463,7 @@ CLAUSES: tuple[Clause, ...] = (
        "approval and erases no old effect.",
        "Durable approval binds to the new tool call and unknown-effect set; changes to that set require fresh "
        "approval and do not erase old effects."),
-    _c("APR-04", _S, _APR, "MLC", SEED_000, SAFE,
+    _c("APR-04", _S, _APR, "MLCH", SEED_000, SAFE,
        "Execution is rejected when recovery state cannot be read.",
        "Reject execution if recovery state cannot be read."),
     _c("APR-05", _S, _APR, "ML", SEED_000, SAFE,
