@@ -238,4 +238,52 @@ def check_unreadable_state(ev: Evidence) -> list[ClauseResult]:
                       f"{judged} storage fault(s) after an approval: no write needing one ran meanwhile")
 
 
-APPROVAL_CHECKS = (check_approved_executions, check_approval_states, check_unreadable_state)
+def _paused(ev: Evidence, work_id: str | None) -> list[tuple[float, float]]:
+    """(from, to): the user's Pause of ``work_id`` acknowledged, until the next Resume was sent."""
+    spans, since = [], None
+    for invoke, done in ev.history.completions():
+        if invoke.value.get("work_id") != work_id:
+            continue
+        if invoke.f == "pause" and done is not None and done.type == "ok" and since is None:
+            since = done.time
+        elif invoke.f in ("resume", "end") and since is not None:
+            spans.append((since, invoke.time))
+            since = None
+    if since is not None:
+        spans.append((since, float("inf")))
+    return spans
+
+
+@kit_evidence
+def check_decision_resumes_nothing(ev: Evidence) -> list[ClauseResult]:
+    """APR-05 from the kit's history, the witness log and the provider's ledger: the user's decision on an
+    approval of paused work does not resume it. Nothing of its script runs, and its model is asked nothing,
+    between a decision taken while the Pause stood and the user's Resume."""
+    if "approvals" not in ev.observes:
+        return [_result("APR-05", Verdict.UNKNOWN, "the adapter does not observe approvals")]
+    seen, work_of = approvals_seen(ev), ev.work_of_script()
+    script_of = {w: sid for sid, w in work_of.items()}
+    problems, judged = [], 0
+    for name in ("approve", "deny"):
+        for approval_id, times in decisions(ev, name).items():
+            work = (seen.get(approval_id) or {}).get("work_id")
+            sid = script_of.get(work)
+            for a, b in _paused(ev, work):
+                decided = [t for t in times if a <= t < b]
+                if not decided or sid is None:
+                    continue
+                judged += 1
+                ran = [e for e in (ev.witness.executions if ev.witness else [])
+                       if _script(e.probe_token) == sid and min(decided) <= e.started < b]
+                asked = [r for r in ev.ledger if r.get("event") == "request" and r.get("script_id") == sid
+                         and min(decided) <= r.get("time", 0) < b]
+                if ran or asked:
+                    what = f"{ran[0].tool} ran" if ran else f"its model was asked (request {asked[0]['seq']})"
+                    problems.append(f"{work}: after the user's {name} of {approval_id} while it was paused, {what} "
+                                    "before any Resume: the decision resumed the work")
+    return _judgement("APR-05", problems, judged, "no approval was decided while its work was paused",
+                      f"{judged} decision(s) on paused work: it stayed paused until the Resume")
+
+
+APPROVAL_CHECKS = (check_approved_executions, check_approval_states, check_unreadable_state,
+                   check_decision_resumes_nothing)

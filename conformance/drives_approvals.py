@@ -99,6 +99,9 @@ def drive_pending_restart(run: Run) -> list[ClauseResult]:
     return _asked(ids)
 
 
+PAUSED_WATCH_S = 0.5  # how long the kit watches paused work after approving its write
+
+
 def drive_consume_crash(run: Run) -> list[ClauseResult]:
     """Approve, then a tree kill while the approved call is about to consume its approval, then a start: the
     approval is consumed once and the write runs once at most."""
@@ -142,10 +145,16 @@ def _start_on_unreadable_state(run: Run) -> None:
 
 
 def drive_deny(run: Run) -> list[ClauseResult]:
-    """The user denies: the write never runs, the work goes on without it."""
+    """The user pauses the waiting work and denies: nothing goes on until the Resume (APR-05); then the write never
+    runs, and the work goes on without it."""
     work_id = _crash_after_write(run, "apd")
     ids, _ = wait_pending(run)
+    # APR-05: the user pauses the waiting work, then denies; the decision alone must not resume it
+    paused = run.op("pause", work_id=work_id).ok if work_id else False
     decide_all(run, ids, "deny")
+    if paused:
+        time.sleep(PAUSED_WATCH_S)  # a runtime whose decision resumes the work asks its model now
+        run.op("resume", work_id=work_id)
     _, final = run.settle(sc.SETTLE_S)
     results = _asked(ids)
     if ids:

@@ -1417,9 +1417,10 @@ SCENARIOS += (
              (approval_script("apc", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
              ("APR-02", "APR-04", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
              _apr.needs_consume_point),
-    Scenario("approval_deny", "the user denies the write the recovery turn asks for: it never runs, the work goes on",
-             Profile.APPROVALS, (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
-             ("APR-06", "RI-02", "INP-01"), _apr.drive_deny, _NO_APPROVAL_CHAOS),
+    Scenario("approval_deny", "the user pauses the work and denies the write its recovery turn asks for: nothing "
+             "goes on until the Resume; the write never runs, the work goes on", Profile.APPROVALS,
+             (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-05", "APR-06", "RI-02", "INP-01"), _apr.drive_deny, _NO_APPROVAL_CHAOS),
     Scenario("approval_effect_set", "two writes approved together; the first one's tool dies after its effect (the "
              "unknown-effect set changes): the second needs a fresh approval, and a third write its own",
              Profile.APPROVALS,

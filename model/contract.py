@@ -466,7 +466,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("APR-04", _S, _APR, "MLCH", SEED_000, SAFE,
        "Execution is rejected when recovery state cannot be read.",
        "Reject execution if recovery state cannot be read."),
-    _c("APR-05", _S, _APR, "ML", SEED_000, SAFE,
+    _c("APR-05", _S, _APR, "MLH", SEED_000, SAFE,
        "The recovery permission check alone neither changes old execution state nor enables Resume.",
        "it does not independently change old execution state or enable Resume"),
     _c("APR-06", _S, _APR, "MLCH", SEED_003, ZH_FAIL,
