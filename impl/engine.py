@@ -103,6 +103,7 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     n = one(ctx.db, "SELECT COUNT(*) AS n FROM provider_requests WHERE work_id=? AND step=?",
             (work_id, step))["n"] + 1
     request_id = f"{work_id}.s{step}.a{n}"
+    scope = work_id if item["kind"] == "job" else None  # a Job or a subtask: its own conversation, not the session's
     registry = ctx.cfg.registry()
     offered = [t for t in registry.values() if not turn["restricted"] or t.effect_class in SAFE_FOR_RECOVERY]
     with fenced(ctx.db, work_id, gen, "provider.dispatch"):
@@ -117,8 +118,7 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     drain_outbox(ctx)
     failpoint("provider.request.before", work_id)
     api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else ctx.cfg.api_key
-    own = item["work_id"] if item["kind"] == "job" else None  # a Job or a subtask: its own conversation
-    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"], own),
+    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"], scope),
                   [_tool_schema(t.name) for t in offered], request_id, api_key=api_key)
     try:
         req.send()
