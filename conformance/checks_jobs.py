@@ -14,6 +14,8 @@ carried:
   the Job's last request carries the answer of each subtask finished by then;
 - JOB-02 (the runtime's word): in every observation, the Job and its subtasks keep the provenance of the caller
   the kit named at ``job_start``, also after a restart (a later request of the caller's session is not it);
+- JOB-04 (the runtime's word, matched to the kit's ledger): every receipt of a request of a Job's scripts, also
+  one made after a restart, carries that Job (``usage_receipts[].job_id``, protocol 1.3);
 - JOB-03 (the runtime's word): a Job started from another session than its caller's has no canonical parent
   (``parent_id`` null); that it keeps the caller's provenance is JOB-02's (one bug, one clause: D21).
 
@@ -180,4 +182,32 @@ def check_provenance(ev: Evidence) -> list[ClauseResult]:
                         f"{parents_judged} observation(s) of a cross-session Job: no canonical parent")]
 
 
-JOB_CHECKS = (check_subtasks, check_delivery, check_provenance)
+def check_receipts(ev: Evidence) -> list[ClauseResult]:
+    """JOB-04: every attempt of a Job's scripts on the provider's wire (the kit's ledger) has, in the last
+    observation, its receipt carrying that Job (the runtime's word, since 1.3), also those of attempts made after
+    a restart: metering rebuilt from receipts, not from a governor's memory."""
+    found = jobs(ev)
+    last = next((o for o in reversed(ev.snapshots()) if o.snapshot.get("usage_receipts") is not None), None)
+    if not found or last is None:
+        return [_result("JOB-04", Verdict.UNKNOWN, "no Job was started" if not found else "no receipt observed")]
+    receipts = last.snapshot["usage_receipts"]
+    if not any("job_id" in r for r in receipts):
+        return [_result("JOB-04", Verdict.UNKNOWN, "receipts carry no job_id (protocol 1.3, optional)")]
+    by_request = {str(r.get("request_id")): r for r in receipts}
+    problems, judged = [], 0
+    for job in found:
+        for sid, cs in job.requests.items():
+            for c in cs:
+                r = by_request.get(str(c.request.get("request_id"))) \
+                    or by_request.get(str(c.request.get("response_id")))
+                if r is None:
+                    continue  # a missing receipt is USG-01's
+                judged += 1
+                if r.get("job_id") != job.job_id:
+                    problems.append(f"receipt {r.get('receipt_id')} of {sid}'s request {c.seq} carries Job "
+                                    f"{r.get('job_id')!r}, not {job.job_id}: the Job's metering cannot be rebuilt")
+    return _judgement("JOB-04", problems, judged, "no receipt of a Job's request was observed",
+                      f"{judged} receipt(s) of Job requests carry their Job")
+
+
+JOB_CHECKS = (check_subtasks, check_delivery, check_provenance, check_receipts)

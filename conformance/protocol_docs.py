@@ -72,9 +72,10 @@ CHANGELOG = """\
   `bootstrap.before_dispatch` and `coordinator.settle.*`. For a task, `retry.work_id` is its `task_id`.
   Adapters of earlier versions that do not declare `paperclip_retry` need no change.
 - **1.3** (profile `jobs`): background Jobs. The request `job_start` (a caller's Job: its authorized subtasks,
-  its concurrency quota, the session it runs in) and an optional `work_items[].provenance` (the caller whose
-  request started a Job, kept by the Job and its subtasks). Adapters that do not declare `jobs` need no change;
-  without `provenance` JOB-02 stays unknown, never valid.
+  its concurrency quota, the session it runs in), an optional `work_items[].provenance` (the caller whose
+  request started a Job, kept by the Job and its subtasks) and an optional `usage_receipts[].job_id` (the Job an
+  attempt's receipt is metered against, saved at dispatch). Adapters that do not declare `jobs` need no change;
+  without `provenance` JOB-02, without `job_id` JOB-04 stays unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -174,6 +174,10 @@ class UsageReceipt(Record):
         ge=0, description="Null when not known (status unknown); a lower bound if partial.")
     completion_tokens: int | None = Field(ge=0, description="Null when not known; a lower bound if partial.")
     usage: UsageStatus = Field(description="Whether the token counts are known, a lower bound, or unknown.")
+    job_id: Id | None = Field(
+        None, description="Since 1.3, optional (profile jobs): the Job whose reservation the attempt belongs to (the "
+        "Job's own request, or one of its subtask's), saved with the receipt at dispatch; null for other work or if "
+        "not recorded.")
 
 
 class Owner(Record):

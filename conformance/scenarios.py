@@ -1488,7 +1488,7 @@ SCENARIOS += (
     Scenario("job_restart", "a request starts a Job from another session: two subtasks under a quota of one, a tree "
              "kill while the first one's answer is in flight: the quota held, no subtask started again, each result "
              "delivered to the Job once, the caller's provenance kept", Profile.JOBS, _jb.scripts(), ("probe_read",),
-             ("JOB-01", "JOB-02", "JOB-03", "FA-07", "RI-02"), _jb.drive_job_restart,
+             ("JOB-01", "JOB-02", "JOB-03", "JOB-04", "FA-07", "RI-02"), _jb.drive_job_restart,
              Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL), points=_jb.CHAOS_POINTS, clauses=("FA-07", "JOB-01"),
                    kick=_jb.chaos_kick)),
 )

@@ -154,7 +154,7 @@ def snapshot(data_dir: Path) -> dict:
                             **receipt_attribution(r, goal_by_work),
                             "prompt_tokens": r["prompt_tokens"] if r["state"] in ("known", "partial") else None,
                             "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
-                            "usage": _USAGE_STATES[r["state"]]} for r in receipts],
+                            "usage": _USAGE_STATES[r["state"]], "job_id": r.get("job_id")} for r in receipts],
         "leases": [{"work_id": lease["work_id"], "owner": {"host_id": lease["host_id"], "pid": lease["pid"],
                                                           "create_time": lease["create_time"]},
                     "generation": lease["generation"], "expires_at": None} for lease in leases],

@@ -144,6 +144,10 @@ USAGE_MIGRATIONS: tuple[str, ...] = (
         prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER,
         watermark_chunks INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, settled_at REAL);
     """,
+    # 2: the Job a receipt's attempt belongs to (impl/jobs.py), saved at dispatch
+    """
+    ALTER TABLE receipts ADD COLUMN job_id TEXT;
+    """,
 )
 
 

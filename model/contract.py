@@ -660,7 +660,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A cross-session call keeps the original caller's provenance without creating a cross-session canonical "
        "parent.",
        "Cross-session calls preserve original caller provenance without creating a cross-session canonical parent."),
-    _c("JOB-04", _S, _JOBS, "MC", SEED_000, COST,
+    _c("JOB-04", _S, _JOBS, "MCH", SEED_000, COST,
        "Receipts save the Job's reservation identity, so metering is rebuilt after restart without an in-memory "
        "governor.",
        "receipts save Job reservation identity so metering can be reconstructed without an in-memory governor after "
@@ -1079,11 +1079,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "one decision taken twice by the same code looks the same as two taken independently until they disagree, "
         "and what a disagreement does is judged where it shows: one owner per work item (OWN clauses), no subtask "
         "started again and the quota held (JOB-01), each child's result delivered once (FA-07).", observable=False),
-    "JOB-04": NotJudged(
-        "A usage receipt in the snapshot carries its work item, Goal and revision, not a Job reservation, and the "
-        "protocol has no Job budget to reserve against, so the identity a receipt saves cannot be read; that each "
-        "subtask attempt keeps one receipt of its own across a restart is judged as USG-01 and FA-04 on "
-        "job_restart.", observable=True),
     # --- Goal profile (D22): what checks_goals cannot judge yet, and why
     "REC-16": NotJudged(
         "Which code path a runtime recovers a Goal through is internal; what a shared entry point guarantees, a "
