@@ -1073,6 +1073,19 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
         "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
         observable=True),
+    # --- approvals profile: what checks_approvals does not judge yet, and why
+    "EFF-04": NotJudged(
+        "Which writes a runtime counts as related to an unknown effect is its own determination; the kit's "
+        "scenarios put every write of the conversation in the effect's scope, where keeping the approval and the "
+        "restriction shows as APR-02, APR-03 and APR-07 and, for a runtime that refuses, EFF-08. Telling a runtime "
+        "that drops them for a related write from one that rightly judged a write unrelated needs a scenario with "
+        "writes of known relevance (the same target as the unknown write, and another), which the probes lack.",
+        observable=True),
+    "EFF-09": NotJudged(
+        "The visible symptom, a write in an unknown effect's scope run without reconciliation or the user's "
+        "approval, is APR-02's (EFF-08's for a runtime that refuses; one bug, one clause: D21). What EFF-09 adds, "
+        "that a runtime's relevance determination is reliable, needs the same writes of known relevance as EFF-04.",
+        observable=True),
     # --- Jobs profile (D41): what checks_jobs cannot judge, and why
     "REC-08": NotJudged(
         "Whether the server or the JobRunner took a recovery decision, and through which entry point, is internal: "
