@@ -178,7 +178,11 @@ def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
     items, owned = _read_many(db, [
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
          " (status IN ('queued','running') OR (status='waiting' AND reason_code IN ('retry_scheduled',"
-         " 'waiting_dependency', 'waiting_child')))"
+         " 'waiting_dependency')) OR (status='waiting' AND reason_code='waiting_child' AND EXISTS ("
+         # a Job goes on by itself while a subtask is unstarted, running, or finished and not delivered yet
+         "SELECT 1 FROM job_subtasks s LEFT JOIN work_items c ON c.work_id = s.child_id WHERE"
+         " s.job_id = work_items.work_id AND s.delivered_at IS NULL AND (s.child_id IS NULL OR"
+         " c.desired_state IN ('run', 'done')))))"
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])
