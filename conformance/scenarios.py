@@ -1349,6 +1349,7 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     MISSING_EVIDENCE,
     PAUSED,
     RESTARTED,
+    RESTARTED_NEXT,
     REVISED,
     THREE_TURNS,
     UNKNOWN_COST,
@@ -1367,10 +1368,12 @@ _GOALS = Profile.GOALS
 _GOAL_EVERY_POINT = Chaos(kinds=(_K.TREE_KILL,), clauses=("FA-08", "GOAL-04", "ACC-04"))
 SCENARIOS += (
     Scenario("goal_work_turns", "a Goal that needs three work turns and one acceptance", _GOALS, (THREE_TURNS,), (),
-             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "UI-04", "UI-06", "USG-15"),
+             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "ACC-07", "ACC-08", "UI-04",
+              "UI-06", "USG-15"),
              drive_three_turns, _GOAL_EVERY_POINT),
     Scenario("goal_restart", "a Goal killed mid-work continues by itself; achieved stays achieved", _GOALS,
-             (RESTARTED,), (), ("GOAL-01", "GOAL-06", "RI-02"), drive_restart,
+             (RESTARTED, RESTARTED_NEXT), (), ("GOAL-01", "GOAL-06", "GOAL-10", "RI-02", "USG-11", "USG-12"),
+             drive_restart,
              Chaos(none="its kill is the scenario; goal_work_turns's chaos cells kill the same Goal at every "
                         "point")),
     Scenario("goal_unmet", "acceptance finds the objective unmet: back to work, then met", _GOALS, (UNMET,), (),
@@ -1380,13 +1383,13 @@ SCENARIOS += (
              _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "GOAL-04"), drive_until_settled("gm"),
              Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
     Scenario("goal_revision_verifying", "the objective is revised while the verifier answers: the old acceptance "
-             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04", "USG-08"),
+             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04", "USG-08", "ACC-02", "ACC-11"),
              drive_revision_during_verifying,
              Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
                         "revision")),
     Scenario("goal_pause_verifying", "the user pauses while the verifier answers: paused stays paused, Resume "
              "verifies again; ordinary chat meanwhile is not the Goal's", _GOALS, (PAUSED, CHAT_BESIDE), (),
-             ("GOAL-04", "GOAL-05", "RI-03", "USG-02"),
+             ("GOAL-04", "GOAL-05", "RI-03", "USG-02", "USG-11"),
              drive_pause_during_verifying,
              Chaos(none="the Pause must land while the verifier's request is held; goal_work_turns's chaos cells "
                         "restart at every acceptance point")),

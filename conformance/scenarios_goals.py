@@ -25,6 +25,7 @@ from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import Verdict
 
 GOAL_SETTLE_S = 30.0
+PAUSED_FOR_S = 0.3
 HOLD_VERIFIER = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
 
 
@@ -32,6 +33,13 @@ def verdict(outcome: str = "met", *evidence: int, faults: list | None = None,
             usage: tuple[int, int] = (40, 10)) -> dict:
     """A verifier reply: the requirement ``objective`` with ``outcome`` and evidence ``step:N`` for each N."""
     body = {"requirements": {"objective": {"verdict": outcome, "evidence": [f"step:{n}" for n in evidence]}}}
+    return {"text": json.dumps(body), "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+            "faults": faults or []}
+
+
+def verdicts(said: dict[str, tuple[str, ...]], faults: list | None = None, usage: tuple[int, int] = (40, 10)) -> dict:
+    """A verifier reply for named requirements: {req_id: (verdict, "step:N", ...)}."""
+    body = {"requirements": {req: {"verdict": v[0], "evidence": list(v[1:])} for req, v in said.items()}}
     return {"text": json.dumps(body), "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
             "faults": faults or []}
 
@@ -48,9 +56,11 @@ def objective(script_id: str, text: str = "write the report") -> str:
     return f"{script_tag(script_id)} {text}"
 
 
-def create(run: Run, script_id: str, budget: dict | None = None) -> dict[str, Any] | None:
-    """goal_create for the script's session; the reply's fields, or None if refused."""
-    out = run.op("goal_create", session_id=f"s-{script_id}", objective=objective(script_id), budget=budget)
+def create(run: Run, script_id: str, budget: dict | None = None, text: str = "write the report",
+           session: str | None = None) -> dict[str, Any] | None:
+    """goal_create for the script's session (or ``session``); the reply's fields, or None if refused."""
+    out = run.op("goal_create", session_id=session or f"s-{script_id}", objective=objective(script_id, text),
+                 budget=budget)
     return out.reply.model_dump(mode="json") if out.ok else None
 
 
@@ -91,13 +101,23 @@ THREE_TURNS = goal_script("gw", [work("[[goal:todo t1]] [[goal:todo t2]] plan: t
 RESTARTED = goal_script("gk", [work("[[goal:todo t1]] [[goal:todo t2]] plan: two parts"),
                                 {**work("[[goal:done t1]] part one written"), "faults": HOLD_VERIFIER},
                                 work("[[goal:done t2]] part two written")], {3: verdict("met", 1, 2)})
+# a later Goal (its own session: the scripted provider tells Goals apart by session history) must not replace
+# the first one's terminal record (GOAL-10)
+RESTARTED_NEXT = goal_script("gk2", [work("[[goal:candidate]] the next report")], {1: verdict("met", 0)})
+DOWNTIME_JUMP_S = 600.0  # the restart moves the runtime's clock: downtime is never active time (USG-11, USG-12)
 UNMET = goal_script("gu", [work("[[goal:candidate]] a first draft"), work("[[goal:candidate]] the draft, fixed")],
                     {1: verdict("unmet"), 2: verdict("met", 1)})
 MISSING_EVIDENCE = goal_script("gm", [work("[[goal:candidate]] done, trust me"), work("[[goal:candidate]] proof")],
                                {1: verdict("met"), 2: verdict("met", 1)})
-REVISED = goal_script("gr", [work("[[goal:candidate]] the first objective done"),
+# two requirements; the worker adds and drops a Todo item named like one (a requirement stays, ACC-02); the
+# revision leaves ``charts`` out without a reason, which is no waiver (ACC-11): both are judged again
+REVISED_OBJECTIVE = "[[req:report]] write the report [[req:charts]] with charts"
+REVISION_OBJECTIVE = "[[req:report]] write the report, with a summary"
+REVISED = goal_script("gr", [work("[[goal:todo charts]] [[goal:drop charts]] [[goal:candidate]] the first objective "
+                                  "done"),
                              work("[[goal:candidate]] the revised objective done")],
-                      {1: verdict("met", 0, faults=HOLD_VERIFIER), 2: verdict("met", 1)})
+                      {1: verdicts({"report": ("met", "step:0"), "charts": ("met", "step:0")}, faults=HOLD_VERIFIER),
+                       2: verdicts({"report": ("met", "step:1"), "charts": ("met", "step:1")})})
 PAUSED = goal_script("gp", [work("[[goal:candidate]] done")], {1: verdict("met", 0, faults=HOLD_VERIFIER)})
 CHAT_BESIDE = {"id": "gpc", "usage_style": "final", "steps": [work("an ordinary answer")]}
 BLOCKED = goal_script("gb", [work("[[goal:todo t1]] [[goal:blocker dep on=t1]] waiting for the dependency"),
@@ -131,15 +151,18 @@ def drive_restart(run: Run) -> list[ClauseResult]:
     if created is None:
         return [_result("GOAL-01", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gk", step=1)
+    run.observe()  # its active time before the kill: the restart neither resets it nor counts the downtime
     run.kill("tree_kill")
     run.provider.release(cut=True)
-    run.start()
+    run.start(clock_offset_s=run.clock_offset_s + DOWNTIME_JUMP_S)
     _, final = run.settle(GOAL_SETTLE_S)
     out = [expect_state(final, created, {"achieved"}, "GOAL-01", "after a kill mid-work")]
     run.kill("tree_kill")
     run.start()
     _, again = run.settle(GOAL_SETTLE_S)
     out.append(expect_state(again, created, {"achieved"}, "GOAL-06", "after another restart"))
+    create(run, "gk2")  # a later Goal ends too: the first one's terminal record stays its own (GOAL-10)
+    run.settle(GOAL_SETTLE_S)
     return out
 
 
@@ -155,12 +178,12 @@ def drive_until_settled(script_id: str, budget: dict | None = None):
 
 def drive_revision_during_verifying(run: Run) -> list[ClauseResult]:
     run.start()
-    created = create(run, "gr")
+    created = create(run, "gr", text=REVISED_OBJECTIVE)
     if created is None:
         return [_result("GOAL-02", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gr", step=1)
     run.op("goal_update", goal_id=created["goal_id"], revision=created["revision"],
-           objective=objective("gr", "write the report, with a summary"), reason=None)
+           objective=objective("gr", REVISION_OBJECTIVE), reason=None)
     run.provider.release()
     run.settle(GOAL_SETTLE_S)
     return []
@@ -173,6 +196,9 @@ def drive_pause_during_verifying(run: Run) -> list[ClauseResult]:
         return [_result("GOAL-04", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gp", step=1)
     run.op("pause", work_id=created["work_id"])
+    run.observe()  # paused: its active time stands still from the Pause on (USG-11), also while the reply comes
+    time.sleep(PAUSED_FOR_S)
+    run.observe()
     run.provider.release()
     _, paused = run.settle(GOAL_SETTLE_S)
     out = [expect_state(paused, created, {"paused"}, "GOAL-04", "after a Pause during verifying")]

@@ -22,11 +22,12 @@ Requirements are extracted from the objective's ``[[req:ID]]`` markers (none: th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Callable
 
-from . import acceptance
+from . import acceptance, goal_timer
 from .db import Database
 from .engine import Ctx, Interrupted, check_intent, provider_step, release, run_call
 from .failpoints import failpoint
@@ -138,6 +139,8 @@ def check_control(db: Database, item: dict, op: str) -> None:
     if op == "resume" and g["state"] == "blocked":
         db.conn.execute("UPDATE goals SET state='active', blocker_streak=0, last_blocker=NULL, reason_code=NULL,"
                         " reason_text='' WHERE goal_id=?", (g["goal_id"],))
+    if op in ("pause", "end"):  # active time excludes the pause from the moment it is accepted
+        goal_timer.stop(db, item["work_id"], op)
     db.conn.execute("UPDATE goals SET goal_version=goal_version+1, updated_at=? WHERE goal_id=?", (now(), g["goal_id"]))
 
 
@@ -186,6 +189,7 @@ def budget_gate(ctx: Ctx, item: dict, gen: int, turn: dict | None) -> bool:
     with fenced(ctx.db, item["work_id"], gen, "goal.budget"):
         ctx.db.conn.execute("UPDATE goals SET state=?, reason_code=?, reason_text=?, updated_at=? WHERE goal_id=?",
                             (state, reason, text, now(), g["goal_id"]))
+        goal_timer.stop(ctx.db, item["work_id"], reason)
         if turn is not None:
             ctx.db.conn.execute("UPDATE turns SET status='interrupted', ended_at=?, end_reason=? WHERE turn_id=?"
                                 " AND status='active'", (now(), reason, turn["turn_id"]))
@@ -201,7 +205,24 @@ def _turn_answered(ctx: Ctx, turn: dict) -> dict | None:
 
 
 def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, project: Callable[[], None]) -> None:
-    """Drive a claimed Goal until it must stop: achieved, blocked, paused for its budget, or a control."""
+    """Drive a claimed Goal until it must stop: achieved, blocked, paused for its budget, or a control; its active
+    time runs from here to the stop (``goal_timer``)."""
+    work_id = item["work_id"]
+    with fenced(ctx.db, work_id, gen, "goal.timer"):
+        goal_timer.begin(ctx.db, work_id)
+    try:
+        _drive(ctx, item, gen, turn, recovering, project)
+    finally:
+        with contextlib.suppress(Exception), tx(ctx.db):  # a vanished executor's interval ends at its last mark
+            goal_timer.stop(ctx.db, work_id, "released")
+
+
+def _heartbeat(ctx: Ctx, work_id: str) -> None:
+    with tx(ctx.db):
+        goal_timer.seen(ctx.db, work_id)
+
+
+def _drive(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, project: Callable[[], None]) -> None:
     work_id = item["work_id"]
     while True:
         item = check_intent(ctx, work_id)
@@ -210,6 +231,7 @@ def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, pro
             with fenced(ctx.db, work_id, gen, "goal.inactive"):
                 set_status(ctx.db, work_id, "waiting", g["reason_code"] or "waiting_dependency",
                            f"the Goal is {g['state']}", ("End",))
+                goal_timer.stop(ctx.db, work_id, g["state"])
                 release(ctx, work_id, gen, g["state"])
             return
         if g["phase"] == "verifying":
@@ -223,6 +245,7 @@ def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, pro
             if acceptance.run(ctx, item, gen, g) == "achieved":
                 project()
                 return
+            _heartbeat(ctx, work_id)
             continue
         if turn is None:
             if not budget_gate(ctx, item, gen, None):
@@ -237,7 +260,9 @@ def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, pro
             if not budget_gate(ctx, item, gen, turn):
                 return
             provider_step(ctx, item, turn, gen)
+            _heartbeat(ctx, work_id)
         decision = settle(ctx, item, gen, turn)
+        _heartbeat(ctx, work_id)
         turn = None
         if decision == "verify_todo":
             failpoint("todo.complete.before_acceptance", work_id)
@@ -289,6 +314,7 @@ def settle(ctx: Ctx, item: dict, gen: int, turn: dict) -> str:
                  streak, blocker, now(), gid))
             set_status(ctx.db, work_id, "waiting", "waiting_dependency", f"the Goal is blocked on {blocker}",
                        ("Resume", "End"))
+            goal_timer.stop(ctx.db, work_id, "blocked")
             release(ctx, work_id, gen, "blocked")
         else:
             todo_done = bool(required) and all(t["done"] for t in required)

@@ -15,7 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from . import tasks
+from . import goal_timer, tasks
 from .goals_view import receipt_attribution, snapshot_goals
 from .schema import (
     RUNTIME_MIGRATIONS,
@@ -102,7 +102,8 @@ def snapshot(data_dir: Path) -> dict:
     if not db.exists():
         return {s: [] for s in OBSERVES} | {"storage": storage}
     try:
-        items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted = _read_many(db, [
+        (items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted, req_rows,
+         timer_rows) = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
             ("SELECT * FROM inputs ORDER BY accepted_at", ()),
             ("SELECT * FROM turns ORDER BY work_id, seq_no", ()),
@@ -112,7 +113,10 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM waits", ()),
             ("SELECT * FROM approvals ORDER BY created_at, rowid", ()),
             ("SELECT * FROM goals ORDER BY created_at", ()),
-            ("SELECT a.* FROM goal_acceptances a JOIN goals g ON a.acceptance_id = g.acceptance_id", ())])
+            ("SELECT a.* FROM goal_acceptances a JOIN goals g ON a.acceptance_id = g.acceptance_id", ()),
+            ("SELECT * FROM goal_requirements ORDER BY goal_id, req_id", ()),
+            ("SELECT work_id, kind, at, payload FROM events WHERE kind IN (?,?,?) ORDER BY seq",
+             (goal_timer.START, goal_timer.SEEN, goal_timer.STOP))])
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
         raise Unreadable(f"recovery_failed_storage_unavailable: {exc} (actions: retry, restore_backup)") from exc
@@ -134,10 +138,15 @@ def snapshot(data_dir: Path) -> dict:
                    for w in items if w["status"] == "waiting" and w["reason_code"] == "retry_scheduled"
                    and w["retry_at"] is not None]
     goal_by_work = {g["work_id"]: g for g in goal_rows}
+    reqs_by_goal: dict[str, list[dict]] = {}
+    for r in req_rows:
+        reqs_by_goal.setdefault(r["goal_id"], []).append(r)
+    active = goal_timer.fold(timer_rows)
     return {
         "work_items": work_items,
         "goals": snapshot_goals(goal_rows, {w["work_id"]: w for w in items},
-                                {a["goal_id"]: a for a in accepted}),
+                                {a["goal_id"]: a for a in accepted}, reqs_by_goal,
+                                {g["goal_id"]: active.get(g["work_id"], 0.0) for g in goal_rows}),
         "turns": [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["continuation_key"],
                    "predecessor": t["predecessor"], "status": t["status"]} for t in turns],
         "tool_calls": [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"],

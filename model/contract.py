@@ -530,7 +530,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("GOAL-09", _S, _GOALS, "MLH", SEED_000, TODO,
        "A round count is never evidence of blocking or completion, and there is no default round cap.",
        "A fixed total round count is not evidence of blocking or completion."),
-    _c("GOAL-10", _S, _GOALS, "L", SEED_000, GOALUI,
+    _c("GOAL-10", _S, _GOALS, "LH", SEED_000, GOALUI,
        "Each terminal Goal record keeps its own snapshot and transcript anchor; a later Goal never replaces it.",
        "Each record carries its own Goal snapshot and transcript anchor; a later Goal cannot replace its contents."),
     _c("GOAL-11", _S, _GOALS, "ML", SEED_000, GOALUI,
@@ -541,7 +541,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-01", _S, _GOALS, "MLH", SEED_000, TODO,
        "Goal creation preserves the original objective and extracts verifiable requirements from it.",
        "At creation, preserve the original objective and extract verifiable requirements"),
-    _c("ACC-02", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-02", _S, _GOALS, "MLH", SEED_000, TODO,
        "Every necessary requirement has an evidence checkpoint; adding or removing Todo items never removes an "
        "original requirement.",
        "adding or removing Todo must not implicitly remove original requirements"),
@@ -560,10 +560,10 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-06", _S, _GOALS, "MLH", SEED_000, TODO,
        "The worker's completion text is never an acceptance fact.",
        "The worker's completion text is not an acceptance fact."),
-    _c("ACC-07", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-07", _S, _GOALS, "MLH", SEED_000, TODO,
        "Acceptance returns met, unmet or unknown with evidence references for each requirement.",
        "Acceptance returns met / unmet / unknown and evidence references for each requirement."),
-    _c("ACC-08", _S, _GOALS, "L", SEED_000, TODO,
+    _c("ACC-08", _S, _GOALS, "LH", SEED_000, TODO,
        "Evidence for a controlled artifact carries a version number or content digest; an external fact carries its "
        "verification time and query receipt.",
        "Controlled artifacts use version numbers or content digests"),
@@ -573,7 +573,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-10", _S, _GOALS, "MLH", SEED_000, TODO,
        "Missing evidence returns the Goal to another work turn, never to a fabricated acceptance.",
        "Missing evidence returns to another work turn rather than fabricated acceptance."),
-    _c("ACC-11", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-11", _S, _GOALS, "MLH", SEED_000, TODO,
        "A human waiver is an explicit objective revision with a reason; the agent never reduces scope itself.",
        "Human waivers must be explicit objective revisions with reasons; the agent cannot reduce scope itself."),
 
@@ -610,12 +610,12 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-10", _S, _CHAT, "MLH", SEED_000, COST,
        "Estimates, known values and unknown usage are kept apart; unknown usage stays unknown, never zero.",
        "Display estimates, known values, and partial unknowns separately"),
-    _c("USG-11", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-11", _S, _GOALS, "MLH", SEED_000, COST,
        "Active time accumulates from durable start/stop records, excludes pauses and downtime and is not reset by "
        "recovery.",
        "Accumulate active time from durable start/stop records, excluding pauses and downtime and without resetting "
        "on recovery.", restarts=(_RK.LONG_DOWNTIME,)),
-    _c("USG-12", _S, _GOALS, "MC", SEED_000, COST,
+    _c("USG-12", _S, _GOALS, "MCH", SEED_000, COST,
        "When an executor disappears its last heartbeat is kept; the time the crash was discovered is never recorded "
        "as its stop time.",
        "crash-discovery time is not stop time", restarts=_KILLS),
@@ -1089,35 +1089,12 @@ NOT_JUDGED: dict[str, NotJudged] = {
     "GOAL-08": NotJudged(
         "A live wait needs the kit's scripted external operation (profile waits); no Goal scenario waits on one "
         "yet, so a model turn while a Goal waits is never provoked.", observable=True),
-    "GOAL-10": NotJudged(
-        "The snapshot's goals section (protocol 1.3) has no terminal record or transcript anchor to compare across "
-        "Goals; it needs an additive field first.", observable=True),
-    "ACC-02": NotJudged(
-        "The snapshot does not carry a Goal's requirements or Todo items, so a requirement dropped with a Todo item "
-        "cannot be seen; it needs an additive requirements section first.", observable=True),
-    "ACC-07": NotJudged(
-        "The snapshot's acceptance is one value for the whole Goal, not per requirement with evidence references; "
-        "what the verifier said per requirement is the kit's own script, and achieved on it is judged as ACC-10.",
-        observable=True),
-    "ACC-08": NotJudged(
-        "The versions or digests a runtime attaches to its evidence are not in the snapshot; a changed artifact the "
-        "kit could rewrite between review and commit needs a probe tool that versions a file, which the kit lacks.",
-        observable=True),
-    "ACC-11": NotJudged(
-        "A waiver shows only as requirements the revision drops, and the snapshot carries no requirements (see "
-        "ACC-02); a revision's reason is accepted by goal_update but not observable afterwards.", observable=True),
     "CTL-06": NotJudged(
         "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
         "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
     "USG-06": NotJudged(
         "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null); a receipt written "
         "before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
-    "USG-11": NotJudged(
-        "Active time is not in the snapshot; it needs an additive field and a kit clock jump across a pause.",
-        observable=True),
-    "USG-12": NotJudged(
-        "An executor's last heartbeat and stop time are not in the snapshot; it needs an additive field first.",
-        observable=True),
     "USG-13": NotJudged(
         "Active time is not in the snapshot (see USG-11), so a timer restarted by late usage cannot be seen.",
         observable=True),
