@@ -71,6 +71,11 @@ CHANGELOG = """\
   while the receipt is deferred; the interruption points `retry.receipt.*`, `workspace.prepare.*`,
   `bootstrap.before_dispatch` and `coordinator.settle.*`. For a task, `retry.work_id` is its `task_id`.
   Adapters of earlier versions that do not declare `paperclip_retry` need no change.
+- **1.3** (profile `goals`, also): a Goal in the snapshot may carry `requirements` (every requirement, waived
+  ones with the waiver's reason, each with the current acceptance's verdict and evidence references with their
+  version or digest), `terminal` (the record saved with a terminal state: revision, transcript anchor, digest)
+  and `active_time_s` (from durable start/stop records). All optional: without them ACC-02, ACC-07, ACC-08,
+  ACC-11, GOAL-10, USG-11 and USG-12 stay unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each
