@@ -23,6 +23,8 @@ null leaves the clause unknown, never valid. Checks:
   than the kit's clock moved minus the downtime between them (USG-11); across a kill, no more than that either:
   the vanished executor's interval ends at its last heartbeat, not when the crash was found (USG-12), which a
   restart with a clock jump makes plain.
+- ``check_live_wait`` (kit: the external operation, its notification and the ledger are the kit's): no model turn
+  of a Goal while it waits on a live handle, and the phase it shows meanwhile is ``waiting`` (GOAL-08).
 """
 
 from __future__ import annotations
@@ -243,8 +245,40 @@ def check_active_time(ev: Evidence) -> list[ClauseResult]:
     return out
 
 
+@kit_evidence
+def check_live_wait(ev: Evidence) -> list[ClauseResult]:
+    """GOAL-08: from the start of the kit's external operation a Goal's worker started until the kit completed or
+    notified it, the ledger shows no request of that Goal (kit); an observation meanwhile in which the Goal is
+    active and its work item waits on the dependency shows the phase ``waiting`` (the runtime's word)."""
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
+    from recoverykit.conformance.checks_waits import INF, waited
+    runs = {g.script: g for g in goal_runs(ev)}
+    problems, n = [], 0
+    for w in waited(ev):
+        g = runs.get(w.script)
+        if g is None or w.done_at == INF:
+            continue
+        n += 1
+        idle = [c for c in g.worker + g.verifier if w.execution.started < c.request["time"] < w.done_at]
+        if idle:
+            problems.append(f"Goal {g.goal_id} asked the model {len(idle)} time(s) while it waited on {w.handle} "
+                            f"(e.g. {idle[0].request.get('request_id')}), before the operation was notified")
+        for o in ev.snapshots():
+            if not (w.execution.finished or INF) < o.time < w.done_at:
+                continue
+            items = {x.get("work_id"): x for x in o.snapshot.get("work_items") or []}
+            for x in o.snapshot.get("goals") or []:
+                item = items.get(x.get("work_id")) or {}
+                if x.get("goal_id") == g.goal_id and x.get("state") == "active" and item.get("status") == "waiting" \
+                        and item.get("reason_code") == "waiting_dependency" and x.get("phase") != "waiting":
+                    problems.append(f"Goal {g.goal_id} waits on {w.handle} in phase {x.get('phase')}, not waiting")
+    return _judgement("GOAL-08", sorted(set(problems)), n, "no Goal waited on a live external operation",
+                      f"{n} live wait(s) of a Goal: no model turn until notified")
+
+
 GOAL_RECORD_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_requirements_kept, check_acceptance_per_requirement, check_evidence_versioned, check_terminal_record,
-    check_active_time)
+    check_active_time, check_live_wait)
 
 __all__ = ["GOAL_RECORD_CHECKS", "named_requirements"]

@@ -1346,6 +1346,7 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     CHAT_BESIDE,
     EXHAUSTED,
     INDEPENDENT,
+    LIVE_WAIT,
     MISSING_EVIDENCE,
     PAUSED,
     RESTARTED,
@@ -1356,12 +1357,14 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     UNMET,
     drive_blocker,
     drive_budget_raised,
+    drive_live_wait,
     drive_pause_during_verifying,
     drive_restart,
     drive_revision_during_verifying,
     drive_three_turns,
     drive_unknown_cost,
     drive_until_settled,
+    needs_live_wait,
 )
 
 _GOALS = Profile.GOALS
@@ -1402,6 +1405,11 @@ SCENARIOS += (
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
+    Scenario("goal_live_wait", "a Goal waits on a live external operation: phase waiting and no model turn until "
+             "its notification, then acceptance", _GOALS, (LIVE_WAIT,), ("probe_external",), ("GOAL-08",),
+             drive_live_wait,
+             Chaos(none="the external operation is completed and notified by the drive; chaos's cases make neither "
+                        "move (the waits scenarios interrupt waits at every point)"), needs_live_wait),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

@@ -128,6 +128,12 @@ INDEPENDENT = goal_script("gi", [work("[[goal:todo t1]] [[goal:todo t2]] [[goal:
                           {3: verdict("met", 2)})
 UNKNOWN_COST = goal_script("gc", [work("[[goal:todo t1]] step one"), work("[[goal:done t1]] step two")],
                            {2: verdict("met", 1)}, usage="none")
+EXTERNAL = "probe_external"  # the kit's scripted external operation (drives_waits)
+LIVE_WAIT = goal_script("gl", [{"tool_calls": [{"name": EXTERNAL, "arguments": {}}],
+                                "usage": {"prompt_tokens": 20, "completion_tokens": 8}},
+                               work("[[goal:candidate]] the operation completed")], {2: verdict("met", 1)})
+WAIT_SEEN_S = 5.0  # how long the drive looks for the waiting phase (a runtime that never waits goes on at once)
+IDLE_WINDOW_S = 0.5  # time an idle model turn has to happen while the Goal waits
 EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("[[goal:done t1]] two")], {2: verdict("met", 1)})
 # 42 tokens a step: the second step reaches the limit just as the Todo is done, so acceptance waits for the budget
 EXHAUST_LIMIT = {"max_tokens": 60, "max_cost_usd": None}
@@ -250,3 +256,38 @@ def drive_budget_raised(run: Run) -> list[ClauseResult]:
 
 
 GOAL_BUDGETS: dict[str, dict] = {"gc": UNKNOWN_COST_LIMIT, "ge": EXHAUST_LIMIT}
+
+
+def needs_live_wait(run: Run) -> str | None:
+    """A live wait is the kit's scripted external operation: protocol 1.3 and the waits profile."""
+    from recoverykit.conformance.drives_waits import needs_external
+    why = needs_external(run)
+    if why is None and "waits" not in run.profiles:
+        why = "the adapter does not declare the waits profile: the kit has no live handle a Goal can wait on"
+    return why
+
+
+def drive_live_wait(run: Run) -> list[ClauseResult]:
+    """The Goal's worker starts the kit's external operation and must wait on it (phase waiting, no model turn)
+    until the kit completes and notifies it; then it goes on to acceptance."""
+    from recoverykit.conformance.drives_waits import notify
+    from recoverykit.conformance.witness import read_witness
+    run.start()
+    created = create(run, "gl")
+    if created is None:
+        return [_result("GOAL-08", Verdict.UNKNOWN, "goal_create was refused")]
+    if not run.wait_witness(lambda e: e.tool == EXTERNAL and e.done and e.emitted, timeout_s=GOAL_SETTLE_S):
+        return [_result("GOAL-08", Verdict.UNKNOWN, "the external operation never started")]
+    token = next(e.probe_token for e in read_witness(run.witness_path).executions if e.tool == EXTERNAL)
+    deadline = time.monotonic() + WAIT_SEEN_S
+    while time.monotonic() < deadline:
+        found = goal(run.observe(), created["goal_id"]) or {}
+        if found.get("phase") == "waiting" or found.get("state") != "active":
+            break
+        time.sleep(0.1)
+    time.sleep(IDLE_WINDOW_S)
+    run.observe()
+    run.external(f"op-{token}", "completed")
+    notify(run, f"op-{token}")
+    _, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, created, {"achieved"}, "GOAL-08", "after its live wait was notified")]

@@ -27,7 +27,7 @@ import re
 import uuid
 from collections.abc import Callable
 
-from . import acceptance, goal_timer
+from . import acceptance, goal_timer, waits
 from .db import Database
 from .engine import Ctx, Interrupted, check_intent, provider_step, release, run_call
 from .failpoints import failpoint
@@ -256,6 +256,8 @@ def _drive(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, 
                                    " blocked_reason IS NULL ORDER BY created_at", (turn["turn_id"],))
             if pending:
                 run_call(ctx, item, gen, pending[0])
+                continue
+            if waits.gate(ctx, item, turn, gen):  # a live wait: no model turn until its notification is admitted
                 continue
             if not budget_gate(ctx, item, gen, turn):
                 return

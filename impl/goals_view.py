@@ -47,6 +47,8 @@ def snapshot_goals(goals: list[dict], items: dict[str, dict], accepted: dict[str
                 state = "paused"
         terminal = state in ("achieved", "cancelled")
         phase = None if terminal or state == "paused" else (g["phase"] or "working")
+        if state == "active" and w.get("status") == "waiting" and w.get("reason_code") == "waiting_dependency":
+            phase = "waiting"  # on a live wait handle (impl/waits.py): no model turn until it is notified
         reason = None
         if state == "paused":
             reason = g["reason_code"] if g["state"] == "paused" else w.get("reason_code")

@@ -524,7 +524,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A Goal enters blocked only when the same real blocker recurs consecutively and no independent work is "
        "available.",
        "Enter blocked only when the same real blocker recurs consecutively and no independent work is available."),
-    _c("GOAL-08", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-08", _S, _GOALS, "MLH", SEED_000, TODO,
        "A Goal waiting on a live handle is in phase waiting and makes no idle model turns.",
        "Waiting with a live handle enters waiting without idle model turns."),
     _c("GOAL-09", _S, _GOALS, "MLH", SEED_000, TODO,
@@ -1086,9 +1086,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "The after-terminal hook's continuation requests show only with a continuation the kit could tell from a "
         "new turn; the snapshot has no continuation reservations, and a revision's invalidation of acceptance is "
         "judged as GOAL-02.", observable=True),
-    "GOAL-08": NotJudged(
-        "A live wait needs the kit's scripted external operation (profile waits); no Goal scenario waits on one "
-        "yet, so a model turn while a Goal waits is never provoked.", observable=True),
     "CTL-06": NotJudged(
         "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
         "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
