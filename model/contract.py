@@ -507,7 +507,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("GOAL-02", _S, _GOALS, "MLH", SEED_000, LAYER,
        "A revision or permission change invalidates earlier acceptance and automatic-continuation reservations.",
        "Revision or permission changes invalidate old acceptance and automatic-continuation reservations"),
-    _c("GOAL-03", _S, _GOALS, "ML", SEED_000, ARC,
+    _c("GOAL-03", _S, _GOALS, "MLH", SEED_000, ARC,
        "A Goal's after-terminal hook submits continuation requests only for the current version.",
        "Goal.after_terminal submits continuation requests only for the current version."),
     _c("GOAL-04", _S, _GOALS, "MLCH", SEED_000, TODO,
@@ -1082,10 +1082,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "That the terminal record is written in the same transaction as the state is internal; its visible "
         "consequence, achieved only for the Goal version its acceptance judged, is judged as GOAL-04 and GOAL-05.",
         observable=False),
-    "GOAL-03": NotJudged(
-        "The after-terminal hook's continuation requests show only with a continuation the kit could tell from a "
-        "new turn; the snapshot has no continuation reservations, and a revision's invalidation of acceptance is "
-        "judged as GOAL-02.", observable=True),
     "CTL-06": NotJudged(
         "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
         "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
