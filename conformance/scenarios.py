@@ -1386,7 +1386,8 @@ SCENARIOS += (
              _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "GOAL-04"), drive_until_settled("gm"),
              Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
     Scenario("goal_revision_verifying", "the objective is revised while the verifier answers: the old acceptance "
-             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-03", "GOAL-04", "USG-08", "ACC-02", "ACC-11"),
+             "must not achieve", _GOALS, (REVISED,), (),
+             ("GOAL-02", "GOAL-03", "GOAL-04", "USG-08", "ACC-02", "ACC-11"),
              drive_revision_during_verifying,
              Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
                         "revision")),
