@@ -23,6 +23,9 @@ null leaves the clause unknown, never valid. Checks:
   than the kit's clock moved minus the downtime between them (USG-11); across a kill, no more than that either:
   the vanished executor's interval ends at its last heartbeat, not when the crash was found (USG-12), which a
   restart with a clock jump makes plain.
+- ``check_time_limit`` (kit: the ledger, the limits the kit set; the runtime's active time): under an explicit
+  time limit, no paid request once the limit is observed spent, or cannot be verified (active time null), until
+  the kit changes the budget (USG-14).
 - ``check_live_wait`` (kit: the external operation, its notification and the ledger are the kit's): no model turn
   of a Goal while it waits on a live handle, and the phase it shows meanwhile is ``waiting`` (GOAL-08).
 """
@@ -277,8 +280,48 @@ def check_live_wait(ev: Evidence) -> list[ClauseResult]:
                       f"{n} live wait(s) of a Goal: no model turn until notified")
 
 
+def _time_limits(ev: Evidence, g: GoalRun) -> list[tuple[float, float | None]]:
+    """(from when, limit) for each time limit the kit set on ``g``: at creation, then each budget change."""
+    out = [(g.created, (g.budget or {}).get("max_active_s"))]
+    out += [(t, (fields.get("limit") or {}).get("max_active_s")) for op, t, fields in g.controls if op == "budget_set"]
+    return out
+
+
+@kit_evidence
+def check_time_limit(ev: Evidence) -> list[ClauseResult]:
+    """USG-14: under an explicit time limit, no paid request (worker or verifier, on the ledger) once the limit
+    could not be verified (the Goal's active time is not tracked: null) or was observed spent, until the kit
+    changed the budget."""
+    if not has_goals(ev):
+        return []  # no Goal in the run: the profile's clauses are not this run's to judge
+    problems, n = [], 0
+    for g in goal_runs(ev):
+        limits = _time_limits(ev, g)
+        if all(limit is None for _, limit in limits):
+            continue
+        requests = sorted(g.worker + g.verifier, key=lambda c: c.request["time"])
+        for t, goal in _observed(ev, g.goal_id):
+            _, limit = max(((s, x) for s, x in limits if s < t), default=(None, None), key=lambda p: p[0])
+            if limit is None:
+                continue
+            spent = goal.get("active_time_s")
+            if spent is not None and spent < limit:
+                continue
+            n += 1
+            changed = min((s for s, _ in limits if s > t), default=float("inf"))
+            after = [c for c in requests if t < c.request["time"] < changed]
+            if after:
+                why = ("its active time is not tracked, so its limit cannot be verified" if spent is None
+                       else f"{spent} s of its {limit} s active-time limit were observed spent")
+                problems.append(f"Goal {g.goal_id} was asked {len(after)} more request(s) (e.g. "
+                                f"{after[0].request.get('request_id')}) after {why}, with no budget change")
+            break
+    return _judgement("USG-14", problems, n, "no Goal's time limit was observed spent or unverifiable",
+                      f"{n} Goal(s) with a time limit: no admission past it")
+
+
 GOAL_RECORD_CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_requirements_kept, check_acceptance_per_requirement, check_evidence_versioned, check_terminal_record,
-    check_active_time, check_live_wait)
+    check_active_time, check_live_wait, check_time_limit)
 
 __all__ = ["GOAL_RECORD_CHECKS", "named_requirements"]

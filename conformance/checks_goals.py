@@ -276,7 +276,8 @@ def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
     for g in goal_runs(ev):
         every = sorted(g.worker + g.verifier, key=lambda c: c.request["time"])
         limit = (g.budget or {}).get("max_tokens")
-        if limit is None and not any(op == "budget_set" for op, _, _ in g.controls):
+        unlimited = all((g.budget or {}).get(k) is None for k in ("max_tokens", "max_cost_usd", "max_active_s"))
+        if unlimited and not any(op == "budget_set" for op, _, _ in g.controls):
             judged["USG-15"] += 1
             stopped = first_seen(ev, g.goal_id, {"budget_exhausted"})
             paused = [x for o in ev.snapshots() for x in o.snapshot.get("goals") or []

@@ -74,8 +74,9 @@ CHANGELOG = """\
 - **1.3** (profile `goals`, also): a Goal in the snapshot may carry `requirements` (every requirement, waived
   ones with the waiver's reason, each with the current acceptance's verdict and evidence references with their
   version or digest), `terminal` (the record saved with a terminal state: revision, transcript anchor, digest)
-  and `active_time_s` (from durable start/stop records). All optional: without them ACC-02, ACC-07, ACC-08,
-  ACC-11, GOAL-10, USG-11 and USG-12 stay unknown, never valid.
+  and `active_time_s` (from durable start/stop records); a budget may carry `max_active_s`, a hard limit of
+  active time (`goal_create.budget`, `budget_set.limit` and the snapshot's `budget`). All optional: without them
+  ACC-02, ACC-07, ACC-08, ACC-11, GOAL-10, USG-11, USG-12 and USG-14 stay unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

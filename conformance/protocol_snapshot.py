@@ -102,6 +102,8 @@ class Budget(Record):
         ge=0, description="Tokens from receipts with known usage; null if the runtime does not track spend.")
     requests_usage_unknown: int | None = Field(
         ge=0, description="Requests whose usage is unknown or partial; null if not tracked.")
+    max_active_s: float | None = Field(
+        None, ge=0, description="Since 1.3, optional: the active-time limit in seconds; null is unlimited.")
 
 
 class EvidenceRef(Record):

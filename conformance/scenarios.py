@@ -1353,6 +1353,7 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     RESTARTED_NEXT,
     REVISED,
     THREE_TURNS,
+    TIMED,
     UNKNOWN_COST,
     UNMET,
     drive_blocker,
@@ -1401,8 +1402,10 @@ SCENARIOS += (
              "goes on", _GOALS, (BLOCKED, INDEPENDENT), (), ("GOAL-07", "GOAL-09", "UI-04"), drive_blocker,
              Chaos(kinds=(_K.TREE_KILL,), points=("completion.commit.before_projection",))),
     Scenario("goal_budget_unknown_cost", "a hard budget, then a response whose usage is unknown: paid admission "
-             "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16",), drive_unknown_cost,
-             Chaos(none="the pause is reached without a fault; a restart after it is goal_budget_raised's")),
+             "pauses with a reason; beside it a time limit stops admission once verified spent", _GOALS,
+             (UNKNOWN_COST, TIMED), (), ("USG-16", "USG-14"), drive_unknown_cost,
+             Chaos(none="the pause is reached without a fault (the time limit's holds are the drive's); a restart "
+                        "after it is goal_budget_raised's")),
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),

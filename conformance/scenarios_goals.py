@@ -138,6 +138,13 @@ EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("[[goal:done t
 # 42 tokens a step: the second step reaches the limit just as the Todo is done, so acceptance waits for the budget
 EXHAUST_LIMIT = {"max_tokens": 60, "max_cost_usd": None}
 UNKNOWN_COST_LIMIT = {"max_tokens": 100000, "max_cost_usd": None}
+# a time limit the first step's held response outlasts: admission must stop at it (USG-14); the second step is held
+# too, so a runtime that goes on is observed past its limit before its next request
+TIME_LIMIT = {"max_tokens": None, "max_cost_usd": None, "max_active_s": 0.05}
+TIME_HELD_S = 0.2
+TIMED = goal_script("gt", [{**work("[[goal:todo t1]] one"), "faults": HOLD_VERIFIER},
+                           {**work("[[goal:todo t2]] two"), "faults": HOLD_VERIFIER},
+                           work("[[goal:done t1]] [[goal:done t2]] three")], {3: verdict("met", 2)})
 
 
 # --- drives ---------------------------------------------------------------------------------------
@@ -228,6 +235,18 @@ def drive_blocker(run: Run) -> list[ClauseResult]:
 def drive_unknown_cost(run: Run) -> list[ClauseResult]:
     run.start()
     created = create(run, "gc", UNKNOWN_COST_LIMIT)
+    timed = create(run, "gt", TIME_LIMIT)
+    if timed is not None and run.wait_held(GOAL_SETTLE_S, script_id="gt", step=0):
+        time.sleep(TIME_HELD_S)  # active time passes its limit while the first response is held
+        run.provider.release()
+        deadline = time.monotonic() + GOAL_SETTLE_S
+        while time.monotonic() < deadline:
+            found = goal(run.observe(), timed["goal_id"]) or {}
+            if found.get("state") != "active" or run.provider.held():
+                break
+            time.sleep(0.05)
+        run.observe()
+        run.provider.release()
     _, final = run.settle(GOAL_SETTLE_S)
     found = goal(final, created["goal_id"]) if created else None
     if found is None:

@@ -67,6 +67,7 @@ def create(db: Database, cfg, session_id: str, objective: str, budget: dict | No
             "INSERT INTO goals (goal_id, work_id, session_id, objective, revision, state, phase, max_tokens,"
             " max_cost_usd, budget_at, created_at, updated_at) VALUES (?,?,?,?,1,'active','working',?,?,?,?,?)",
             (goal_id, work_id, session_id, objective, budget.get("max_tokens"), budget.get("max_cost_usd"), t, t, t))
+        db.conn.execute("UPDATE goals SET max_active_s=? WHERE goal_id=?", (budget.get("max_active_s"), goal_id))
         for req_id, text in requirements_of(objective):
             db.conn.execute("INSERT INTO goal_requirements VALUES (?,?,?,1,NULL)", (goal_id, req_id, text))
         db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at) VALUES (?,?,'user',?,?)",
@@ -116,6 +117,7 @@ def budget_set(db: Database, work_id: str, limit: dict) -> dict:
         db.conn.execute("UPDATE goals SET max_tokens=?, max_cost_usd=?, budget_at=?, goal_version=goal_version+1,"
                         " updated_at=? WHERE goal_id=?",
                         (limit.get("max_tokens"), limit.get("max_cost_usd"), now(), now(), g["goal_id"]))
+        db.conn.execute("UPDATE goals SET max_active_s=? WHERE goal_id=?", (limit.get("max_active_s"), g["goal_id"]))
         if g["state"] in ("budget_exhausted", "paused") and g["reason_code"] in ("budget_exhausted",
                                                                                "budget_unknown_cost"):
             db.conn.execute("UPDATE goals SET state='active', reason_code=NULL, reason_text='' WHERE goal_id=?",
@@ -172,18 +174,22 @@ def admit(ctx: Ctx, item: dict, gen: int, recovery: bool) -> dict:
 def budget_gate(ctx: Ctx, item: dict, gen: int, turn: dict | None) -> bool:
     """True if a paid request may be admitted now; else the Goal is paused or exhausted, durably, with a reason."""
     g = goal_of(ctx, item["work_id"])
-    if g["max_tokens"] is None and g["max_cost_usd"] is None:
+    if g["max_tokens"] is None and g["max_cost_usd"] is None and g["max_active_s"] is None:
         return True  # unlimited by default
     receipts = rows(ctx.udb, "SELECT state, total_tokens, created_at FROM receipts WHERE work_id=?", (item["work_id"],))
     spent = sum(r["total_tokens"] or 0 for r in receipts if r["state"] in ("known", "partial"))
     unknown = [r for r in receipts if r["state"] in ("unknown", "dispatched", "partial")
                and r["created_at"] >= g["budget_at"]]
-    if g["max_cost_usd"] is not None or unknown:
+    active = active_time(ctx, item["work_id"]) if g["max_active_s"] is not None else None
+    if g["max_cost_usd"] is not None or (unknown and g["max_tokens"] is not None):
         state, reason = "paused", "budget_unknown_cost"
         text = ("the cost of a request is unknown under a hard budget; it is not counted as available balance: "
                 "change the budget to go on")
     elif g["max_tokens"] is not None and spent >= g["max_tokens"]:
         state, reason, text = "budget_exhausted", "budget_exhausted", f"{spent} of {g['max_tokens']} tokens spent"
+    elif active is not None and active >= g["max_active_s"]:  # the time limit, verified on the durable records
+        state, reason = "budget_exhausted", "budget_exhausted"
+        text = f"{active:.3f} s of its {g['max_active_s']} s of active time spent"
     else:
         return True
     with fenced(ctx.db, item["work_id"], gen, "goal.budget"):
@@ -196,6 +202,13 @@ def budget_gate(ctx: Ctx, item: dict, gen: int, turn: dict | None) -> bool:
         set_status(ctx.db, item["work_id"], "waiting", reason, text, ("End",))
         release(ctx, item["work_id"], gen, reason)
     return False
+
+
+def active_time(ctx: Ctx, work_id: str) -> float:
+    """The Goal's active time so far, from its durable timer records (``goal_timer``)."""
+    return goal_timer.fold(rows(ctx.db, "SELECT work_id, kind, at, payload FROM events WHERE work_id=? AND kind IN"
+                                        " (?,?,?) ORDER BY seq",
+                                (work_id, goal_timer.START, goal_timer.SEEN, goal_timer.STOP))).get(work_id, 0.0)
 
 
 def _turn_answered(ctx: Ctx, turn: dict) -> dict | None:

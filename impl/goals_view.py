@@ -62,9 +62,9 @@ def snapshot_goals(goals: list[dict], items: dict[str, dict], accepted: dict[str
             "revision": g["revision"],
             "can_resume": state in ("paused", "blocked") and g["reason_code"] not in ("budget_unknown_cost",),
             "can_verify": state == "active", "can_end": not terminal, "reason_code": reason,
-            "budget": None if g["max_tokens"] is None and g["max_cost_usd"] is None else {
-                "max_tokens": g["max_tokens"], "max_cost_usd": g["max_cost_usd"], "spent_tokens_known": None,
-                "requests_usage_unknown": None},
+            "budget": None if g["max_tokens"] is None and g["max_cost_usd"] is None and g.get("max_active_s") is None
+            else {"max_tokens": g["max_tokens"], "max_cost_usd": g["max_cost_usd"], "spent_tokens_known": None,
+                  "requests_usage_unknown": None, "max_active_s": g.get("max_active_s")},
             "acceptance": acc["outcome"] if acc and acc["revision"] == g["revision"] and acc["valid"] else None,
             "requirements": requirements_of((reqs or {}).get(g["goal_id"], []),
                                             acc if acc and acc["revision"] == g["revision"] and acc["valid"]

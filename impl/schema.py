@@ -123,6 +123,10 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
         request_id TEXT, outcome TEXT NOT NULL, verdicts TEXT NOT NULL, valid INTEGER NOT NULL DEFAULT 1,
         created_at REAL NOT NULL);
     """,
+    # 4: a Goal's hard limit of active time (impl/goal_timer.py keeps the time)
+    """
+    ALTER TABLE goals ADD COLUMN max_active_s REAL;
+    """,
 )
 
 USAGE_MIGRATIONS: tuple[str, ...] = (

@@ -622,7 +622,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-13", _S, _GOALS, "ML", SEED_000, COST,
        "Late usage does not restart a paused timer.",
        "Late usage does not restart paused timers."),
-    _c("USG-14", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-14", _S, _GOALS, "MLH", SEED_000, COST,
        "If an explicit time limit cannot be verified new admission stops; no default limit is added.",
        "If an explicit time limit cannot be verified, stop new admission without adding a default limit."),
     _c("USG-15", _S, _GOALS, "MLH", SEED_000, COST,
@@ -1083,16 +1083,21 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "consequence, achieved only for the Goal version its acceptance judged, is judged as GOAL-04 and GOAL-05.",
         observable=False),
     "CTL-06": NotJudged(
-        "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
-        "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
+        "A continuation key is opaque to the kit (the protocol compares it for equality only), and a key that "
+        "failed to bind the revision or the previous turn shows only if two continuations meet on it, which a key "
+        "that also binds the transcript (as the reference's does) never lets happen; its visible consequence, a "
+        "continuation sent for a version no longer current, is judged as GOAL-03, and an old acceptance never "
+        "achieving a new revision as GOAL-02.", observable=True),
     "USG-06": NotJudged(
-        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null); a receipt written "
-        "before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
+        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null, and the reference "
+        "derives spend from its receipts at every admission, so it keeps no projection that could run ahead); a "
+        "receipt written before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
     "USG-13": NotJudged(
-        "Active time is not in the snapshot (see USG-11), so a timer restarted by late usage cannot be seen.",
-        observable=True),
-    "USG-14": NotJudged(
-        "BudgetLimit has no time limit in protocol 1.3; goal_create cannot set one to be verified.", observable=True),
+        "Late usage reaches a paused Goal only as the response of a request in flight at the Pause, which the "
+        "worker that sent it settles before it lets go; a timer that usage restarted is closed by that same worker "
+        "moments later, below what two observations of active_time_s can tell apart from the Pause itself. The kit "
+        "has no operation that delivers a receipt after the worker let go (see CTX-05); what a paused Goal's timer "
+        "does is judged as USG-11 (active time stands still while paused).", observable=True),
 }
 
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
