@@ -179,14 +179,16 @@ def snapshot(data_dir: Path) -> dict:
 
 def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
     """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts, and
-    so does a wait on an external operation (reconciliation goes on polling it until it ends)."""
+    so does a wait on an external operation (reconciliation goes on polling it until it ends). A blocked Goal also
+    waits on a dependency, but on none the runtime polls: only the user's Resume moves it, so it is quiet."""
     db = data_dir / "runtime.db"
     if not db.exists() or storage_state(data_dir)["state"] != "ok":
         return []  # nothing runs on a store it cannot read until the user acts (Retry): nothing is pending
     items, owned = _read_many(db, [
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
-         " (status IN ('queued','running') OR (status='waiting' AND reason_code IN ('retry_scheduled',"
-         " 'waiting_dependency')))"
+         " (status IN ('queued','running') OR (status='waiting' AND (reason_code='retry_scheduled' OR"
+         " (reason_code='waiting_dependency' AND EXISTS (SELECT 1 FROM waits x WHERE x.work_id=work_items.work_id"
+         " AND x.status='waiting')))))"
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])
