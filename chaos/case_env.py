@@ -26,7 +26,7 @@ from typing import Any
 
 from recoverykit.chaos import spares
 from recoverykit.conformance.broker import FailpointBroker
-from recoverykit.conformance.client import AdapterClient, PendingCall
+from recoverykit.conformance.client import AdapterClient, PendingCall, start_timeout_s
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.history import Recorder
@@ -73,10 +73,10 @@ class CaseEnv:
         self.recorder = Recorder(self.run_dir / "history.jsonl")
         if spare is not None:
             self.client = spare.client
-            self.client.timeout_s, self.client.slow_timeout_s = timeout_s, max(60.0, timeout_s * 3)
+            self.client.timeout_s, self.client.slow_timeout_s = timeout_s, max(start_timeout_s(), timeout_s * 3)
         else:
             self.client = AdapterClient(argv, self.run_dir / "adapter", run_marker=self.marker,
-                                        timeout_s=timeout_s, slow_timeout_s=max(60.0, timeout_s * 3))
+                                        timeout_s=timeout_s, slow_timeout_s=max(start_timeout_s(), timeout_s * 3))
         self._spare_for_next = (argv, base_dir) if spares.enabled() else None
         self._lock = threading.Lock()
         self._pending: list[tuple[Any, PendingCall, threading.Thread]] = []

@@ -38,6 +38,27 @@ from recoverykit.conformance.stderr_log import BoundedLog
 from recoverykit.model.errors import InvalidArgument
 
 
+
+START_TIMEOUT_ENV = "RECOVERYKIT_START_TIMEOUT_S"
+DEFAULT_START_TIMEOUT_S = 60.0
+
+
+def start_timeout_s() -> float:
+    """How long the kit waits for a slow reply (``init``, ``start``, ``restart``, ``stop``): 60 s, or
+    ``RECOVERYKIT_START_TIMEOUT_S`` (a runtime that starts slowly raises it; a CI gate that wants a hung
+    adapter found sooner lowers it). Silence past it is unknown, never a pass."""
+    text = os.environ.get(START_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_START_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.5 <= value <= 3600:
+        raise InvalidArgument(f"{START_TIMEOUT_ENV}={text!r}: give seconds between 0.5 and 3600")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Exchange:
     """One line on the wire: ``sent`` by the kit or ``received`` from the adapter."""
@@ -75,12 +96,13 @@ class AdapterClient:
     """Spawn an adapter and talk to it. Use as a context manager; ``close()`` leaves no process behind."""
 
     def __init__(self, command: str | Sequence[str], run_dir: str | Path, *, timeout_s: float = 10.0,
-                 slow_timeout_s: float = 60.0, max_line_bytes: int = MAX_LINE_BYTES,
+                 slow_timeout_s: float | None = None, max_line_bytes: int = MAX_LINE_BYTES,
                  env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
                  run_marker: str | None = None, grace_s: float = 2.0) -> None:
         self.argv = client_process.split_command(command)
         self.run_dir = Path(run_dir)
-        self.timeout_s, self.slow_timeout_s, self.grace_s = timeout_s, slow_timeout_s, grace_s
+        self.slow_timeout_s = start_timeout_s() if slow_timeout_s is None else slow_timeout_s
+        self.timeout_s, self.grace_s = timeout_s, grace_s
         self.max_line_bytes = max_line_bytes
         self.run_marker = run_marker or f"rk-{uuid.uuid4().hex}"
         self._env = {**(os.environ if env is None else env), client_process.MARKER_ENV: self.run_marker}

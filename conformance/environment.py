@@ -102,11 +102,11 @@ class Run:
 
     def __init__(self, command: str, run_dir: Path, script: ProviderScript | dict, *,
                  broker_factory: BrokerFactory | None = FailpointBroker, timeout_s: float = 15.0,
-                 slow_timeout_s: float = 60.0) -> None:
+                 slow_timeout_s: float | None = None) -> None:
         self.command, self.run_dir = command, Path(run_dir)
         self.script = script
         self.broker_factory = broker_factory
-        self.timeout_s, self.slow_timeout_s = timeout_s, slow_timeout_s
+        self.timeout_s, self.slow_timeout_s = timeout_s, slow_timeout_s  # None: start_timeout_s()
         self.marker = new_marker()
         self.data_dir = self.run_dir / "data"
         self._short_data: Path | None = None  # the data dir's real place in the temp dir, while the run is open

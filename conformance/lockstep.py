@@ -298,6 +298,11 @@ class LockstepMachine(RuleBasedStateMachine):
         """Release everything and let the runtime quiesce: work meant to run must now be finished."""
         self.release_environment()
         quiescent, snap = self.run.settle(FINAL_SETTLE_S)
+        if self.armed:  # the armed crash may fire while settling: the kit restarts, as after any other rule,
+            self._crashed()  # and work meant to run must then finish by itself
+            if not self.armed:
+                self.release_environment()
+                quiescent, snap = self.run.settle(FINAL_SETTLE_S)
         self.last = "settle"
         self._refine(snap)
         for state in self.candidates:

@@ -67,8 +67,10 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
         except InvalidArgument as exc:
             raise click.UsageError(str(exc)) from None
     from recoverykit.conformance.acceptance import load
+    from recoverykit.conformance.client import start_timeout_s
     try:
         acceptance = load(accept, baseline)
+        start_timeout_s()  # a bad RECOVERYKIT_START_TIMEOUT_S is the user's input: a usage error before any run
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from None
     if write_baseline is not None and not write_baseline.parent.resolve().is_dir():

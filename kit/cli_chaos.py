@@ -122,6 +122,8 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             split_command(adapter)
         the_shard = parse_shard(shard)
         acceptance = load(accept, baseline)
+        from recoverykit.conformance.client import start_timeout_s
+        start_timeout_s()  # a bad RECOVERYKIT_START_TIMEOUT_S is the user's input: a usage error before any run
         if write_baseline is not None and not Path(write_baseline).parent.resolve().is_dir():
             raise InvalidArgument(f"--write-baseline {write_baseline}: no directory {Path(write_baseline).parent} "
                                   "to write in")

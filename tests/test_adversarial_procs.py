@@ -195,12 +195,13 @@ def test_vet_refuses_what_is_not_of_the_run(who):
 # --- an adapter whose runtime never starts -------------------------------------------------------------
 
 
-def test_chaos_with_an_adapter_that_hangs_on_start_ends_unknown_in_bounded_time(tmp_path):
-    # the dry run meets the silence first: two dry runs wait out the 60 s start timeout, the rest are not tried
-    rc, out, err, pid, seconds = recoverykit("chaos", "--workers", "2", "--json", "--quiet",
+def test_chaos_with_an_adapter_that_hangs_on_start_ends_unknown_in_bounded_time(tmp_path, monkeypatch):
+    # the dry run meets the silence first: two dry runs wait out the start timeout, the rest are not tried
+    monkeypatch.setenv("RECOVERYKIT_START_TIMEOUT_S", "10")
+    rc, out, err, pid, seconds = recoverykit("chaos", "--workers", "2", "--json", "--quiet", "--timeout", "4",
                                              "--out", str(tmp_path / "o"), "--adapter", adapter("hang_start"),
                                              timeout=420)
-    assert seconds < 250  # two start timeouts (~130 s), not one per scenario (~11 x 60 s)
+    assert seconds < 100  # two start timeouts (12 s each: 3 x --timeout), not one per scenario (over 11 x 12 s)
     assert_clean(pid, out, err)
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert rc == 2, err[-3000:]
@@ -211,7 +212,8 @@ def test_chaos_with_an_adapter_that_hangs_on_start_ends_unknown_in_bounded_time(
     assert any("dry run of" in r and "no reply" in r for r in doc["reasons"]), doc["reasons"]
 
 
-def test_certify_with_an_adapter_that_hangs_on_start_leaves_no_adapter(tmp_path):
+def test_certify_with_an_adapter_that_hangs_on_start_leaves_no_adapter(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECOVERYKIT_START_TIMEOUT_S", "10")
     rc, out, err, pid, seconds = recoverykit("certify", "--only", "chat_read_tool", "--out", str(tmp_path / "o"),
                                              "--adapter", adapter("hang_start"), timeout=240)
     assert rc == 2, err[-3000:]

@@ -132,3 +132,37 @@ def test_one_broken_clause_does_not_hide_another(tmp_path, monkeypatch):
     known = run_lockstep(LockstepConfig(two, out=tmp_path / "b", shrink_budget_s=3.0), seed=3, max_examples=1,
                          accepted={"USG-05"})
     assert [f.clause_id for f in known.findings] == ["RI-03"] and known.repeats.get("USG-05", 0) >= 1
+
+
+class _CrashingWhileSettling:
+    """A runtime whose armed crash fires during the settle: the first settle finds its worker dead and the work
+    stuck; after the kit's restart the work finishes."""
+
+    def __init__(self):
+        self.settles, self.starts = 0, []
+        self.provider = type("P", (), {"release": lambda _self: None})()
+        self.recorder = type("R", (), {"fault": lambda _self, *a, **k: None})()
+        hit = type("H", (), {"point": "provider.request.before", "as_dict": lambda _self: {"hit": 1}})()
+        self.broker = type("B", (), {"hits": lambda _self: [hit] * self.settles})()
+
+    def release_probes(self):
+        pass
+
+    def settle(self, _timeout):
+        self.settles += 1
+        return (True, seen("run", "queued") if self.settles == 1 else seen("done", "finished"))
+
+    def processes(self):
+        return [] if self.settles == 1 and not self.starts else [{"pid": 2, "role": "worker"}]
+
+    def start(self, **env):
+        self.starts.append(env)
+
+
+def test_a_crash_firing_during_settle_is_a_restart_not_stuck_work():
+    """The LangGraph adapter's finding: settle judged RI-02 on a worker the armed crash had just killed."""
+    m = machine(Submit(work_id="w1"), Restart(kind="tree_kill"), last="arm provider.request.before")
+    m.run, m.armed, m.point, m.hits_seen, m.workers = _CrashingWhileSettling(), True, "provider.request.before", 0, {1}
+    m.settle()
+    assert m.run.settles == 2 and m.run.starts == [{"failpoints": ""}] and not m.armed
+    assert m.candidates[0].work["w1"].desired_state.value == "done"

@@ -111,7 +111,17 @@ def run_stage(m: mutate.Mutant, dest: Path, stage: str, argv_tail: list[str], se
         return Stage(stage, argv, "unknown", [], "", seconds, done.returncode,
                      f"no results document (exit {done.returncode}): {done.stderr[-400:]}")
     bad, first = (_invalid_of_certify if command == "certify" else _invalid_of_chaos)(doc, m.clause)
-    return Stage(stage, argv, doc.get("verdict", "unknown"), bad, first, seconds, done.returncode)
+    verdict = doc.get("verdict", "unknown")
+    why = "" if verdict == "invalid" else _why_not_invalid(doc, done.stderr)
+    return Stage(stage, argv, verdict, bad, first, seconds, done.returncode, why)
+
+
+def _why_not_invalid(doc: dict, stderr: str) -> str:
+    """What a run that killed nothing said about itself: its cases that were not valid, with their messages (so a
+    survivor in CI can be told from a run that never got going), and the tail of its stderr."""
+    cases = [f"{c.get('name') or c.get('id')}: {c.get('verdict')} {str(c.get('message') or c.get('why') or '')[:300]}"
+             for c in doc.get("cases", []) if c.get("verdict") != "valid"]
+    return "; ".join(cases[:3]) + (f"; stderr: {stderr[-600:]}" if stderr.strip() else "")
 
 
 def bounded_argv(m: mutate.Mutant) -> list[str]:
