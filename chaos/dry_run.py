@@ -14,7 +14,9 @@ Failpoint hits are counted per process, and a case for hit k pauses the k-th hit
 gets there. A point's count in the trace is how often one work item passed it in one process (hits
 without a work item: per process), which does not depend on how the scheduler spread several sessions
 over the workers, so the case list is the same on every run. A runtime that reaches a point more often
-than the script suggests (a retry loop, a second tool call) gets cases for those hits too. The trace is
+than the script suggests (a retry loop, a second tool call) gets cases for those hits too. A scenario whose work
+items pass a point in several processes (``Chaos.item_hits``: a task's runs, each claimed by whichever worker is
+free) counts an item's passes in every process together, and its cases let the broker hold the k-th. The trace is
 stored as ``trace.json`` beside the results; ``--trace FILE`` makes shards and later runs enumerate
 exactly the same cases.
 """
@@ -154,7 +156,7 @@ def _reports_settled(env: CaseEnv, quiet_s: float = 0.2, limit_s: float = 3.0) -
             count, since = now, time.monotonic()
 
 
-def _runtime_hits(env: CaseEnv, points: Iterable[str]) -> dict[str, int]:
+def _runtime_hits(env: CaseEnv, points: Iterable[str], per_item: bool = False) -> dict[str, int]:
     """point -> how often one work item passed it in one process, at most (hits without a work item:
     per process).
 
@@ -167,7 +169,8 @@ def _runtime_hits(env: CaseEnv, points: Iterable[str]) -> dict[str, int]:
     wanted, counts = set(points), {}
     for hit in env.broker.hits():
         if hit.point in wanted:
-            key = (hit.point, hit.pid, hit.work_id)
+            # per_item (``Chaos.item_hits``): an item's passes in every process count together
+            key = (hit.point, None if per_item and hit.work_id is not None else hit.pid, hit.work_id)
             counts[key] = counts.get(key, 0) + 1
     out: dict[str, int] = {}
     for (point, _, _), n in counts.items():
@@ -217,7 +220,7 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
         _submit_all(env, scenario)
         env.wait_pending()
         env.quiesce(QUIESCE_S)
-        reached.update(_runtime_hits(env, plain))
+        reached.update(_runtime_hits(env, plain, scenario.chaos.item_hits))
         reached.update(_environment_hits(env, scenario))
     finally:
         env.close()
@@ -231,7 +234,7 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
             scenario.chaos.restart_kick(env, _spec(late))
             env.wait_pending()
             env.quiesce(QUIESCE_S)
-            reached.update(_runtime_hits(env, late))
+            reached.update(_runtime_hits(env, late, scenario.chaos.item_hits))
         finally:
             env.close()
             env.remove()
@@ -250,7 +253,7 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
             env.auto_release()
             env.wait_pending()
             env.quiesce(QUIESCE_S)
-            reached.update(_runtime_hits(env, recovery))
+            reached.update(_runtime_hits(env, recovery, scenario.chaos.item_hits))
         finally:
             env.close()
             env.remove()

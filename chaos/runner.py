@@ -49,10 +49,19 @@ QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point b
 
 def arm(case: Case) -> str:
     """The failpoint spec that pauses the case's point at its hit (runtime points; a recovery point is
-    armed only for the start after the first crash, ``arm_recovery``)."""
+    armed only for the start after the first crash, ``arm_recovery``). A scenario that counts hits per work item
+    (``Chaos.item_hits``) pauses every hit, and the broker holds only the item's k-th (``hold_by_item``)."""
     if POINTS_BY_NAME[case.point].reach is not Reach.RUNTIME or case.point in RECOVERY_POINTS:
         return ""
+    if scenario_named(case.scenario).chaos.item_hits:
+        return f"{case.point}=pause"
     return _pause_at(case.point, case.hit)
+
+
+def hold_by_item(env: CaseEnv, case: Case) -> None:
+    """Under ``Chaos.item_hits`` the case's hit is the k-th pass of a work item in any process: the broker decides."""
+    if scenario_named(case.scenario).chaos.item_hits and POINTS_BY_NAME[case.point].reach is Reach.RUNTIME:
+        env.broker.hold_nth(case.point, case.hit)
 
 
 def arm_recovery(case: Case) -> str:
@@ -93,7 +102,7 @@ def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | 
                 time.sleep(0.02)
             else:
                 hit = env.broker.wait_for_hit(point, timeout=0.5, held=True)
-                return {"via": "failpoint", "pid": hit.pid, "hit": hit.hit, "work_id": hit.work_id}
+                return {"via": "failpoint", "pid": hit.pid, "hit": hit.item_pass or hit.hit, "work_id": hit.work_id}
         except (FailpointNotHit, ProviderTimeout):
             pass
         submits_done = all("reply" in t.result or not t.is_alive() for _, _, t in env._pending)  # type: ignore
@@ -158,6 +167,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             if _declared_out(case, init_ok, result):
                 return result
             late = case.point in scenario.chaos.restart_points  # reached only after the kit's own restart
+            hold_by_item(env, case)
             env.start_runtime(failpoints=scenario.chaos.restart_first if late else arm(case))
         except AdapterTimeout:  # silence on init or start: count it, so a runtime that never starts ends the run soon
             _NEVER_UP[key] = _NEVER_UP.get(key, 0) + 1

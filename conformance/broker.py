@@ -54,6 +54,7 @@ class Hit:
     released: float | None = None
     resume: str | None = None
     peer_closed: float | None = None  # the connection closed while held (the process died)
+    item_pass: int | None = None  # under ``hold_nth``: which pass of its work item (any process) this was
     _conn: socket.socket | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -100,6 +101,7 @@ class FailpointBroker:
         self._hits: list[Hit] = []
         self._malformed: list[str] = []
         self._outbox: list[tuple[Hit, str]] = []
+        self._nth: dict[str, int] = {}  # point -> the pass of a work item to hold (``hold_nth``)
         self._buffers: dict[socket.socket, bytes] = {}
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name=f"failpoint-broker:{self.path}", daemon=True)
@@ -125,6 +127,16 @@ class FailpointBroker:
     def held(self) -> list[Hit]:
         with self._cond:
             return [h for h in self._hits if h.held]
+
+    def hold_nth(self, point: str, nth: int) -> None:
+        """Hold only the ``nth`` pass of a work item at ``point``, counted across every process (hits without a work
+        item: per process); every other pause report there is answered ``continue`` at once. For a runtime that runs
+        one item's successive attempts in different processes, where a per-process hit number depends on the
+        scheduler: the point must be armed ``pause`` on every hit."""
+        if nth < 1:
+            raise InvalidArgument(f"nth must be at least 1, got {nth}")
+        with self._cond:
+            self._nth[point] = nth
 
     def wait_for_hit(self, point: str | None = None, timeout: float = 10.0, *, pid: int | None = None,
                      hit: int | None = None, after: int = 0, held: bool = False) -> Hit:
@@ -261,6 +273,13 @@ class FailpointBroker:
                           time=float(msg.get("time", 0.0)), received=time.time(), peer_pid=peer,
                           _conn=conn if msg.get("action", "pause") == "pause" else None)
                 self._hits.append(hit)
+                nth = self._nth.get(hit.point)
+                if nth is not None and hit.action == "pause":
+                    hit.item_pass = sum(1 for h in self._hits if h.point == hit.point and h.work_id == hit.work_id
+                                        and (hit.work_id is not None or h.pid == hit.pid))
+                    if hit.item_pass != nth:  # not the pass the kit waits for: it goes on at once
+                        hit.released, hit.resume = time.time(), "continue"
+                        self._outbox.append((hit, "continue"))
                 self._cond.notify_all()
             return hit
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -206,8 +206,10 @@ def check_failed_reprepare_settles(ev: Evidence) -> list[ClauseResult]:
             continue
         judged += 1
         invoke, done = clicks[0]
-        made = done.value.get("run_id") if done.value.get("created") else None
-        if made is None and done.value.get("receipt_status") == "deferred":
+        status = done.value.get("receipt_status")
+        # created now, or by the same key sent before (a click whose reply a restart cut off, sent again)
+        made = done.value.get("run_id") if done.value.get("created") or status in ("pending", "completed") else None
+        if made is None and status == "deferred":
             # clicked while the claim was still being settled: deferred, and the settlement must wake it
             made = _woken_run(ev, invoke.value.get("idempotency_key"))
         if not made:

@@ -37,8 +37,6 @@ from recoverykit.conformance.protocol_snapshot import Snapshot
 from recoverykit.conformance.stderr_log import BoundedLog
 from recoverykit.model.errors import InvalidArgument
 
-
-
 START_TIMEOUT_ENV = "RECOVERYKIT_START_TIMEOUT_S"
 DEFAULT_START_TIMEOUT_S = 60.0
 

@@ -219,7 +219,10 @@ SETTLE_POINTS = ("coordinator.settle.before", "coordinator.settle.after")  # rea
 def _env_wait(env: Any, task_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any] | None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        task = task_of(env.observe(), task_id)
+        try:
+            task = task_of(env.observe(), task_id)
+        except Exception:  # the runtime is down between a kill and its restart: look again
+            task = None
         if task is not None and task["status"] in statuses:
             return task
         time.sleep(0.05)
@@ -270,12 +273,16 @@ def chaos_restart_19759(env: Any, spec: str) -> None:
                     count=1)
         env.observe()  # the kit sees the run bootstrapping, its workspace bound, just before the restart
         env.kit_restart(spec)  # the restart during bootstrap
-        for _ in range(2):  # a click the case's kill cut off is sent again, with the same key, after the restart
-            task = _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled"}, timeout_s=WAIT_S * 2)
-            if task is None:
-                return
-            if _env_click(env, made.task_id, "kc-s1", task["current_run"], timeout_s=WAIT_S) is not None:
-                break
+        task = _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled"}, timeout_s=WAIT_S * 2)
+        if task is None:
+            return
+        failed = task["current_run"]
+        # a click held by the paused runtime is cut by the case's kill: the same key is sent again once the runtime
+        # is back (the same click, RTY-04: it creates the run if the first never landed, else attaches to it)
+        cut = _env_click(env, made.task_id, "kc-s1", failed, timeout_s=4.0) is None
+        if cut and _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled", "working", "succeeded"},
+                             timeout_s=WAIT_S) is not None:
+            _env_click(env, made.task_id, "kc-s1", failed, timeout_s=WAIT_S)
         _env_wait(env, made.task_id, {"succeeded", "retry_offered"}, timeout_s=WAIT_S)
     except Exception:
         return

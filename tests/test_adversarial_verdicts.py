@@ -93,7 +93,8 @@ def test_a_protocol_break_inside_lockstep_is_invalid_in_every_output(tmp_path):
 def test_a_protocol_break_inside_a_scenario_is_invalid_not_unknown(tmp_path):
     out = tmp_path / "out"
     code, text = run_kit("certify", "--adapter", proxy("extra-key:observe", when="chat_read_tool"), "--seed", "1",
-                         "--only", "chat_read_tool", "--only", "stop_all_restart", "--only", "lockstep", "--out", str(out))
+                         "--only", "chat_read_tool", "--only", "stop_all_restart", "--only", "lockstep",
+                         "--out", str(out))
     assert code == 1, text
     doc = results(out)
     assert doc["verdict"] == "invalid" and doc["clauses"]["protocol"]["verdict"] == "invalid"

@@ -109,3 +109,25 @@ def test_wait_ends_when_the_broker_closes(short_dir):  # noqa: F811
     broker.close()
     t.join(10)
     assert len(errors) == 1
+
+
+def test_hold_nth_holds_only_an_items_kth_pass_in_any_process(short_dir):  # noqa: F811
+    """A task's runs are claimed by whichever worker is free, so each process's hit number depends on the
+    scheduler; the broker counts an item's passes over every process and holds only the k-th."""
+    with FailpointBroker(short_dir) as broker:
+        broker.hold_nth("a.b", 3)
+        # item w: its first pass in one process, its second in another (both hit 1 there), then its third
+        assert _send(broker.path, _hit(hit=1, work_id="w"), wait=True)["resume"] == "continue"
+        assert _send(broker.path, _hit(hit=1, work_id="other"), wait=True)["resume"] == "continue"
+        assert _send(broker.path, _hit(hit=1, work_id="w"), wait=True)["resume"] == "continue"
+        answers = []
+        t = threading.Thread(target=lambda: answers.append(_send(broker.path, _hit(hit=2, work_id="w"), wait=True)))
+        t.start()
+        held = broker.wait_for_hit("a.b", timeout=10, held=True)
+        assert (held.work_id, held.item_pass, held.hit) == ("w", 3, 2) and answers == []
+        assert [h.item_pass for h in broker.hits()] == [1, 1, 2, 3]
+        broker.release(held)
+        t.join(10)
+        assert answers[0]["resume"] == "continue"
+    with pytest.raises(InvalidArgument):
+        FailpointBroker.hold_nth(broker, "a.b", 0)

@@ -78,10 +78,10 @@ def test_the_reference_passes_the_19759_case(tmp_path):
 def test_the_dry_run_reaches_settlement_only_through_the_kits_restart(tmp_path, monkeypatch):
     """coordinator.settle.* are reached only after a restart during bootstrap and a failed re-preparation: the
     dry run's own pass for them (``Chaos.restart_kick``) must reach them, or a whole chaos run is unknown."""
+    from recoverykit.chaos.case_env import CaseEnv
+    from recoverykit.chaos.cases import parse_case_id
     from recoverykit.chaos.dry_run import trace_scenario
     from recoverykit.chaos.runner import run_case
-    from recoverykit.chaos.cases import parse_case_id
-    from recoverykit.chaos.case_env import CaseEnv
     monkeypatch.setenv("RECOVERYKIT_WARM_SPARES", "0")
     with CaseEnv(None, SCENARIOS_BY_ID["paperclip_19759"].provider_script(chaos=True),
                  base_dir=tmp_path / "probe") as env:
