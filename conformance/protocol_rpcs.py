@@ -54,6 +54,10 @@ class ProbeTool(Record):
 class BudgetLimit(Record):
     max_tokens: int | None = Field(ge=0, description="Hard token limit; null is unlimited.")
     max_cost_usd: float | None = Field(ge=0, description="Hard cost limit in US dollars; null is unlimited.")
+    max_active_s: float | None = Field(
+        None, ge=0, description="Since 1.3, optional: hard limit of the Goal's active time in seconds; null or "
+        "absent is unlimited. A runtime that cannot verify it stops new paid admission, with a reason, rather than "
+        "ignore it (USG-14).")
 
 
 class ProcessInfo(Record):

@@ -1340,31 +1340,38 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     CHAT_BESIDE,
     EXHAUSTED,
     INDEPENDENT,
+    LIVE_WAIT,
     MISSING_EVIDENCE,
     PAUSED,
     RESTARTED,
+    RESTARTED_NEXT,
     REVISED,
     THREE_TURNS,
+    TIMED,
     UNKNOWN_COST,
     UNMET,
     drive_blocker,
     drive_budget_raised,
+    drive_live_wait,
     drive_pause_during_verifying,
     drive_restart,
     drive_revision_during_verifying,
     drive_three_turns,
     drive_unknown_cost,
     drive_until_settled,
+    needs_live_wait,
 )
 
 _GOALS = Profile.GOALS
 _GOAL_EVERY_POINT = Chaos(kinds=(_K.TREE_KILL,), clauses=("FA-08", "GOAL-04", "ACC-04"))
 SCENARIOS += (
     Scenario("goal_work_turns", "a Goal that needs three work turns and one acceptance", _GOALS, (THREE_TURNS,), (),
-             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "UI-04", "UI-06", "USG-15"),
+             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "ACC-07", "ACC-08", "UI-04",
+              "UI-06", "USG-15"),
              drive_three_turns, _GOAL_EVERY_POINT),
     Scenario("goal_restart", "a Goal killed mid-work continues by itself; achieved stays achieved", _GOALS,
-             (RESTARTED,), (), ("GOAL-01", "GOAL-06", "RI-02"), drive_restart,
+             (RESTARTED, RESTARTED_NEXT), (), ("GOAL-01", "GOAL-06", "GOAL-10", "RI-02", "USG-11", "USG-12"),
+             drive_restart,
              Chaos(none="its kill is the scenario; goal_work_turns's chaos cells kill the same Goal at every "
                         "point")),
     Scenario("goal_unmet", "acceptance finds the objective unmet: back to work, then met", _GOALS, (UNMET,), (),
@@ -1374,13 +1381,14 @@ SCENARIOS += (
              _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "GOAL-04"), drive_until_settled("gm"),
              Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
     Scenario("goal_revision_verifying", "the objective is revised while the verifier answers: the old acceptance "
-             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04", "USG-08"),
+             "must not achieve", _GOALS, (REVISED,), (),
+             ("GOAL-02", "GOAL-03", "GOAL-04", "USG-08", "ACC-02", "ACC-11"),
              drive_revision_during_verifying,
              Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
                         "revision")),
     Scenario("goal_pause_verifying", "the user pauses while the verifier answers: paused stays paused, Resume "
              "verifies again; ordinary chat meanwhile is not the Goal's", _GOALS, (PAUSED, CHAT_BESIDE), (),
-             ("GOAL-04", "GOAL-05", "RI-03", "USG-02"),
+             ("GOAL-04", "GOAL-05", "RI-03", "USG-02", "USG-11"),
              drive_pause_during_verifying,
              Chaos(none="the Pause must land while the verifier's request is held; goal_work_turns's chaos cells "
                         "restart at every acceptance point")),
@@ -1388,11 +1396,18 @@ SCENARIOS += (
              "goes on", _GOALS, (BLOCKED, INDEPENDENT), (), ("GOAL-07", "GOAL-09", "UI-04"), drive_blocker,
              Chaos(kinds=(_K.TREE_KILL,), points=("completion.commit.before_projection",))),
     Scenario("goal_budget_unknown_cost", "a hard budget, then a response whose usage is unknown: paid admission "
-             "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16",), drive_unknown_cost,
-             Chaos(none="the pause is reached without a fault; a restart after it is goal_budget_raised's")),
+             "pauses with a reason; beside it a time limit stops admission once verified spent", _GOALS,
+             (UNKNOWN_COST, TIMED), (), ("USG-16", "USG-14"), drive_unknown_cost,
+             Chaos(none="the pause is reached without a fault (the time limit's holds are the drive's); a restart "
+                        "after it is goal_budget_raised's")),
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
+    Scenario("goal_live_wait", "a Goal waits on a live external operation: phase waiting and no model turn until "
+             "its notification, then acceptance", _GOALS, (LIVE_WAIT,), ("probe_external",), ("GOAL-08",),
+             drive_live_wait,
+             Chaos(none="the external operation is completed and notified by the drive; chaos's cases make neither "
+                        "move (the waits scenarios interrupt waits at every point)"), needs_live_wait),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

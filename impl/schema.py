@@ -123,7 +123,11 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
         request_id TEXT, outcome TEXT NOT NULL, verdicts TEXT NOT NULL, valid INTEGER NOT NULL DEFAULT 1,
         created_at REAL NOT NULL);
     """,
-    # 4: background Jobs (impl/jobs.py): the authorized subtasks, the concurrency quota, the caller's provenance
+    # 4: a Goal's hard limit of active time (impl/goal_timer.py keeps the time)
+    """
+    ALTER TABLE goals ADD COLUMN max_active_s REAL;
+    """,
+    # 5: background Jobs (impl/jobs.py): the authorized subtasks, the concurrency quota, the caller's provenance
     """
     ALTER TABLE work_items ADD COLUMN provenance TEXT;
     CREATE TABLE jobs (

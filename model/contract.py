@@ -507,7 +507,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("GOAL-02", _S, _GOALS, "MLH", SEED_000, LAYER,
        "A revision or permission change invalidates earlier acceptance and automatic-continuation reservations.",
        "Revision or permission changes invalidate old acceptance and automatic-continuation reservations"),
-    _c("GOAL-03", _S, _GOALS, "ML", SEED_000, ARC,
+    _c("GOAL-03", _S, _GOALS, "MLH", SEED_000, ARC,
        "A Goal's after-terminal hook submits continuation requests only for the current version.",
        "Goal.after_terminal submits continuation requests only for the current version."),
     _c("GOAL-04", _S, _GOALS, "MLCH", SEED_000, TODO,
@@ -524,13 +524,13 @@ CLAUSES: tuple[Clause, ...] = (
        "A Goal enters blocked only when the same real blocker recurs consecutively and no independent work is "
        "available.",
        "Enter blocked only when the same real blocker recurs consecutively and no independent work is available."),
-    _c("GOAL-08", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-08", _S, _GOALS, "MLH", SEED_000, TODO,
        "A Goal waiting on a live handle is in phase waiting and makes no idle model turns.",
        "Waiting with a live handle enters waiting without idle model turns."),
     _c("GOAL-09", _S, _GOALS, "MLH", SEED_000, TODO,
        "A round count is never evidence of blocking or completion, and there is no default round cap.",
        "A fixed total round count is not evidence of blocking or completion."),
-    _c("GOAL-10", _S, _GOALS, "L", SEED_000, GOALUI,
+    _c("GOAL-10", _S, _GOALS, "LH", SEED_000, GOALUI,
        "Each terminal Goal record keeps its own snapshot and transcript anchor; a later Goal never replaces it.",
        "Each record carries its own Goal snapshot and transcript anchor; a later Goal cannot replace its contents."),
     _c("GOAL-11", _S, _GOALS, "ML", SEED_000, GOALUI,
@@ -541,7 +541,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-01", _S, _GOALS, "MLH", SEED_000, TODO,
        "Goal creation preserves the original objective and extracts verifiable requirements from it.",
        "At creation, preserve the original objective and extract verifiable requirements"),
-    _c("ACC-02", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-02", _S, _GOALS, "MLH", SEED_000, TODO,
        "Every necessary requirement has an evidence checkpoint; adding or removing Todo items never removes an "
        "original requirement.",
        "adding or removing Todo must not implicitly remove original requirements"),
@@ -560,10 +560,10 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-06", _S, _GOALS, "MLH", SEED_000, TODO,
        "The worker's completion text is never an acceptance fact.",
        "The worker's completion text is not an acceptance fact."),
-    _c("ACC-07", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-07", _S, _GOALS, "MLH", SEED_000, TODO,
        "Acceptance returns met, unmet or unknown with evidence references for each requirement.",
        "Acceptance returns met / unmet / unknown and evidence references for each requirement."),
-    _c("ACC-08", _S, _GOALS, "L", SEED_000, TODO,
+    _c("ACC-08", _S, _GOALS, "LH", SEED_000, TODO,
        "Evidence for a controlled artifact carries a version number or content digest; an external fact carries its "
        "verification time and query receipt.",
        "Controlled artifacts use version numbers or content digests"),
@@ -573,7 +573,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-10", _S, _GOALS, "MLH", SEED_000, TODO,
        "Missing evidence returns the Goal to another work turn, never to a fabricated acceptance.",
        "Missing evidence returns to another work turn rather than fabricated acceptance."),
-    _c("ACC-11", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-11", _S, _GOALS, "MLH", SEED_000, TODO,
        "A human waiver is an explicit objective revision with a reason; the agent never reduces scope itself.",
        "Human waivers must be explicit objective revisions with reasons; the agent cannot reduce scope itself."),
 
@@ -610,19 +610,19 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-10", _S, _CHAT, "MLH", SEED_000, COST,
        "Estimates, known values and unknown usage are kept apart; unknown usage stays unknown, never zero.",
        "Display estimates, known values, and partial unknowns separately"),
-    _c("USG-11", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-11", _S, _GOALS, "MLH", SEED_000, COST,
        "Active time accumulates from durable start/stop records, excludes pauses and downtime and is not reset by "
        "recovery.",
        "Accumulate active time from durable start/stop records, excluding pauses and downtime and without resetting "
        "on recovery.", restarts=(_RK.LONG_DOWNTIME,)),
-    _c("USG-12", _S, _GOALS, "MC", SEED_000, COST,
+    _c("USG-12", _S, _GOALS, "MCH", SEED_000, COST,
        "When an executor disappears its last heartbeat is kept; the time the crash was discovered is never recorded "
        "as its stop time.",
        "crash-discovery time is not stop time", restarts=_KILLS),
     _c("USG-13", _S, _GOALS, "ML", SEED_000, COST,
        "Late usage does not restart a paused timer.",
        "Late usage does not restart paused timers."),
-    _c("USG-14", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-14", _S, _GOALS, "MLH", SEED_000, COST,
        "If an explicit time limit cannot be verified new admission stops; no default limit is added.",
        "If an explicit time limit cannot be verified, stop new admission without adding a default limit."),
     _c("USG-15", _S, _GOALS, "MLH", SEED_000, COST,
@@ -1101,47 +1101,22 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "That the terminal record is written in the same transaction as the state is internal; its visible "
         "consequence, achieved only for the Goal version its acceptance judged, is judged as GOAL-04 and GOAL-05.",
         observable=False),
-    "GOAL-03": NotJudged(
-        "The after-terminal hook's continuation requests show only with a continuation the kit could tell from a "
-        "new turn; the snapshot has no continuation reservations, and a revision's invalidation of acceptance is "
-        "judged as GOAL-02.", observable=True),
-    "GOAL-08": NotJudged(
-        "A live wait needs the kit's scripted external operation (profile waits); no Goal scenario waits on one "
-        "yet, so a model turn while a Goal waits is never provoked.", observable=True),
-    "GOAL-10": NotJudged(
-        "The snapshot's goals section (protocol 1.3) has no terminal record or transcript anchor to compare across "
-        "Goals; it needs an additive field first.", observable=True),
-    "ACC-02": NotJudged(
-        "The snapshot does not carry a Goal's requirements or Todo items, so a requirement dropped with a Todo item "
-        "cannot be seen; it needs an additive requirements section first.", observable=True),
-    "ACC-07": NotJudged(
-        "The snapshot's acceptance is one value for the whole Goal, not per requirement with evidence references; "
-        "what the verifier said per requirement is the kit's own script, and achieved on it is judged as ACC-10.",
-        observable=True),
-    "ACC-08": NotJudged(
-        "The versions or digests a runtime attaches to its evidence are not in the snapshot; a changed artifact the "
-        "kit could rewrite between review and commit needs a probe tool that versions a file, which the kit lacks.",
-        observable=True),
-    "ACC-11": NotJudged(
-        "A waiver shows only as requirements the revision drops, and the snapshot carries no requirements (see "
-        "ACC-02); a revision's reason is accepted by goal_update but not observable afterwards.", observable=True),
     "CTL-06": NotJudged(
-        "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
-        "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
+        "A continuation key is opaque to the kit (the protocol compares it for equality only), and a key that "
+        "failed to bind the revision or the previous turn shows only if two continuations meet on it, which a key "
+        "that also binds the transcript (as the reference's does) never lets happen; its visible consequence, a "
+        "continuation sent for a version no longer current, is judged as GOAL-03, and an old acceptance never "
+        "achieving a new revision as GOAL-02.", observable=True),
     "USG-06": NotJudged(
-        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null); a receipt written "
-        "before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
-    "USG-11": NotJudged(
-        "Active time is not in the snapshot; it needs an additive field and a kit clock jump across a pause.",
-        observable=True),
-    "USG-12": NotJudged(
-        "An executor's last heartbeat and stop time are not in the snapshot; it needs an additive field first.",
-        observable=True),
+        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null, and the reference "
+        "derives spend from its receipts at every admission, so it keeps no projection that could run ahead); a "
+        "receipt written before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
     "USG-13": NotJudged(
-        "Active time is not in the snapshot (see USG-11), so a timer restarted by late usage cannot be seen.",
-        observable=True),
-    "USG-14": NotJudged(
-        "BudgetLimit has no time limit in protocol 1.3; goal_create cannot set one to be verified.", observable=True),
+        "Late usage reaches a paused Goal only as the response of a request in flight at the Pause, which the "
+        "worker that sent it settles before it lets go; a timer that usage restarted is closed by that same worker "
+        "moments later, below what two observations of active_time_s can tell apart from the Pause itself. The kit "
+        "has no operation that delivers a receipt after the worker let go (see CTX-05); what a paused Goal's timer "
+        "does is judged as USG-11 (active time stands still while paused).", observable=True),
 }
 
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
