@@ -525,9 +525,11 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_executors import EXECUTOR_CHECKS
     from recoverykit.conformance.checks_fairness import FAIRNESS_CHECKS
     from recoverykit.conformance.checks_flow import FLOW_CHECKS
+    from recoverykit.conformance.checks_goal_records import GOAL_RECORD_CHECKS
     from recoverykit.conformance.checks_goals import GOAL_CHECKS
     from recoverykit.conformance.checks_inputs import INPUT_CHECKS
     from recoverykit.conformance.checks_intent import INTENT_CHECKS
+    from recoverykit.conformance.checks_jobs import JOB_CHECKS
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
     from recoverykit.conformance.checks_paperclip import PAPERCLIP_CHECKS
@@ -541,7 +543,8 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
             *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *REPAIR_CHECKS, *ACCEPTANCE_CHECKS,
-            *GOAL_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS, *WORK_CHECKS)
+            *GOAL_CHECKS, *GOAL_RECORD_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS, *WORK_CHECKS,
+            *JOB_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -200,4 +200,90 @@ def check_approval_states(ev: Evidence) -> list[ClauseResult]:
                         f"{carried} pending approval(s) carried across a restart, still pending")]
 
 
-APPROVAL_CHECKS = (check_approved_executions, check_approval_states)
+def unreadable_windows(ev: Evidence) -> list[tuple[float, float]]:
+    """(from, to): the kit's storage faults (the store unreadable or at a newer schema) until their restore."""
+    from recoverykit.conformance.storage_fault import FAULT, RESTORE
+    out, since = [], None
+    for f in ev.history.faults:
+        if f.kind == FAULT and since is None:
+            since = f.time
+        elif f.kind == RESTORE and since is not None:
+            out.append((since, f.time))
+            since = None
+    if since is not None:
+        out.append((since, float("inf")))
+    return out
+
+
+@kit_evidence
+def check_unreadable_state(ev: Evidence) -> list[ClauseResult]:
+    """APR-04 from the witness log and the kit's history: no write that needed an approval runs while the kit
+    keeps the store unreadable (or at a newer schema): the recovery state it would be checked against cannot be
+    read. Judged for each such window that came after the user's ``approve``: an approved write could have run."""
+    windows = unreadable_windows(ev)
+    grants = [t for times in decisions(ev, "approve").values() for t in times]
+    if not windows or not grants:
+        return [_result("APR-04", Verdict.UNKNOWN, "the store was never faulted after an approval")]
+    problems, judged = [], 0
+    needed = needing_approval(ev)
+    for start, end in windows:
+        if not any(t < end for t in grants):
+            continue
+        judged += 1
+        for e, _ in needed:
+            if start <= e.started < end:
+                problems.append(f"{e.tool} ({e.probe_token}) ran at {e.started:.3f}, while the kit kept the store "
+                                "faulted: execution went on without readable recovery state")
+    return _judgement("APR-04", problems, judged, "the store was never faulted after an approval",
+                      f"{judged} storage fault(s) after an approval: no write needing one ran meanwhile")
+
+
+def _paused(ev: Evidence, work_id: str | None) -> list[tuple[float, float]]:
+    """(from, to): the user's Pause of ``work_id`` acknowledged, until the next Resume was sent."""
+    spans, since = [], None
+    for invoke, done in ev.history.completions():
+        if invoke.value.get("work_id") != work_id:
+            continue
+        if invoke.f == "pause" and done is not None and done.type == "ok" and since is None:
+            since = done.time
+        elif invoke.f in ("resume", "end") and since is not None:
+            spans.append((since, invoke.time))
+            since = None
+    if since is not None:
+        spans.append((since, float("inf")))
+    return spans
+
+
+@kit_evidence
+def check_decision_resumes_nothing(ev: Evidence) -> list[ClauseResult]:
+    """APR-05 from the kit's history, the witness log and the provider's ledger: the user's decision on an
+    approval of paused work does not resume it. Nothing of its script runs, and its model is asked nothing,
+    between a decision taken while the Pause stood and the user's Resume."""
+    if "approvals" not in ev.observes:
+        return [_result("APR-05", Verdict.UNKNOWN, "the adapter does not observe approvals")]
+    seen, work_of = approvals_seen(ev), ev.work_of_script()
+    script_of = {w: sid for sid, w in work_of.items()}
+    problems, judged = [], 0
+    for name in ("approve", "deny"):
+        for approval_id, times in decisions(ev, name).items():
+            work = (seen.get(approval_id) or {}).get("work_id")
+            sid = script_of.get(work)
+            for a, b in _paused(ev, work):
+                decided = [t for t in times if a <= t < b]
+                if not decided or sid is None:
+                    continue
+                judged += 1
+                ran = [e for e in (ev.witness.executions if ev.witness else [])
+                       if _script(e.probe_token) == sid and min(decided) <= e.started < b]
+                asked = [r for r in ev.ledger if r.get("event") == "request" and r.get("script_id") == sid
+                         and min(decided) <= r.get("time", 0) < b]
+                if ran or asked:
+                    what = f"{ran[0].tool} ran" if ran else f"its model was asked (request {asked[0]['seq']})"
+                    problems.append(f"{work}: after the user's {name} of {approval_id} while it was paused, {what} "
+                                    "before any Resume: the decision resumed the work")
+    return _judgement("APR-05", problems, judged, "no approval was decided while its work was paused",
+                      f"{judged} decision(s) on paused work: it stayed paused until the Resume")
+
+
+APPROVAL_CHECKS = (check_approved_executions, check_approval_states, check_unreadable_state,
+                   check_decision_resumes_nothing)

@@ -25,7 +25,8 @@ created, revised, paused, resumed, ended a Goal or changed its budget. Checks:
 - ``check_goal_flags`` (self-reported): the backend's can_resume / can_verify / can_end agree with the state (UI-04);
   working / waiting / verifying are phases of a Goal that works, never of a paused or terminal one (GOAL-01).
 - ``check_receipt_revision`` (self-reported receipts, kit times): a receipt keeps the revision its request was sent
-  under, also when it settles after a revision (USG-08).
+  under, also when it settles after a revision (USG-08); a request sent after a revision was acknowledged is for
+  that revision, never a continuation of the old one (GOAL-03).
 - ``check_chat_not_attributed`` (self-reported receipts): ordinary chat the kit submitted beside a paused Goal is
   attributed to no Goal (USG-02).
 
@@ -275,7 +276,8 @@ def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
     for g in goal_runs(ev):
         every = sorted(g.worker + g.verifier, key=lambda c: c.request["time"])
         limit = (g.budget or {}).get("max_tokens")
-        if limit is None and not any(op == "budget_set" for op, _, _ in g.controls):
+        unlimited = all((g.budget or {}).get(k) is None for k in ("max_tokens", "max_cost_usd", "max_active_s"))
+        if unlimited and not any(op == "budget_set" for op, _, _ in g.controls):
             judged["USG-15"] += 1
             stopped = first_seen(ev, g.goal_id, {"budget_exhausted"})
             paused = [x for o in ev.snapshots() for x in o.snapshot.get("goals") or []
@@ -400,12 +402,19 @@ def check_goal_flags(ev: Evidence) -> list[ClauseResult]:
 
 
 def check_receipt_revision(ev: Evidence) -> list[ClauseResult]:
+    """USG-08: a receipt keeps the revision its request was sent under. GOAL-03: a request sent after the kit's
+    revision was acknowledged is for that revision or a later one (the receipt's attribution is the runtime's
+    word for which version a request served): a continuation submitted for an older version is stale."""
     if not has_goals(ev):
         return []  # no Goal in the run: the profile's clauses are not this run's to judge
-    problems, n = [], 0
+    problems: dict[str, list[str]] = {"USG-08": [], "GOAL-03": []}
+    judged = {k: 0 for k in problems}
     runs = {g.work_id: g for g in goal_runs(ev)}
     final = ev.history.final_observation()
     receipts = (final.snapshot.get("usage_receipts") or []) if final else []
+    acked = {g.goal_id: sorted(done.time for invoke, done in ev.history.completions()
+                               if invoke.f == "goal_update" and done is not None and done.type == "ok"
+                               and invoke.value.get("goal_id") == g.goal_id) for g in runs.values()}
     for g in runs.values():
         sent = {c.request.get("request_id"): c for c in g.worker + g.verifier}
         sent.update({c.response_id: c for c in g.worker + g.verifier if c.response_id})
@@ -415,14 +424,23 @@ def check_receipt_revision(ev: Evidence) -> list[ClauseResult]:
             if r.get("work_id") != g.work_id or c is None or r.get("revision") is None:
                 continue
             expected = g.revision + sum(1 for t in revisions if t < c.request["time"])
-            n += 1
-            if r.get("goal_id") != g.goal_id or r["revision"] != expected:
-                problems.append(f"receipt {r.get('receipt_id')} is attributed to revision {r['revision']} of "
-                                f"{r.get('goal_id')}, but its request was sent under revision {expected} of "
-                                f"{g.goal_id}")
+            current = g.revision + sum(1 for t in acked[g.goal_id] if t < c.request["time"])
+            judged["USG-08"] += 1
+            judged["GOAL-03"] += current > g.revision
+            if r.get("goal_id") == g.goal_id and r["revision"] < current:
+                problems["GOAL-03"].append(
+                    f"request {c.request.get('request_id')} of Goal {g.goal_id} was sent after revision {current} "
+                    f"was acknowledged, for revision {r['revision']}: a continuation of a version no longer current")
+            elif r.get("goal_id") != g.goal_id or r["revision"] != expected:
+                problems["USG-08"].append(f"receipt {r.get('receipt_id')} is attributed to revision {r['revision']} "
+                                          f"of {r.get('goal_id')}, but its request was sent under revision "
+                                          f"{expected} of {g.goal_id}")
     if not any(op == "goal_update" for g in runs.values() for op, _, _ in g.controls):
-        return [_result("USG-08", Verdict.UNKNOWN, "no Goal was revised")]
-    return _judgement("USG-08", problems, n, "no receipt of a revised Goal", f"{n} receipt(s) keep their revision")
+        return [_result(c, Verdict.UNKNOWN, "no Goal was revised") for c in problems]
+    return (_judgement("USG-08", problems["USG-08"], judged["USG-08"], "no receipt of a revised Goal",
+                       f"{judged['USG-08']} receipt(s) keep their revision")
+            + _judgement("GOAL-03", problems["GOAL-03"], judged["GOAL-03"], "no request after a revision",
+                         f"{judged['GOAL-03']} request(s) after a revision, each for the current version"))
 
 
 def check_chat_not_attributed(ev: Evidence) -> list[ClauseResult]:

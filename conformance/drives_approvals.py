@@ -16,9 +16,11 @@ import time
 from typing import Any
 
 from recoverykit.conformance import scenarios as sc
+from recoverykit.conformance import storage_fault
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
-from recoverykit.model.catalogue import Verdict
+from recoverykit.conformance.witness import read_witness
+from recoverykit.model.catalogue import StorageFault, Verdict
 
 CONSUME_POINT = "approval.consume.before"
 
@@ -97,6 +99,9 @@ def drive_pending_restart(run: Run) -> list[ClauseResult]:
     return _asked(ids)
 
 
+PAUSED_WATCH_S = 0.5  # how long the kit watches paused work after approving its write
+
+
 def drive_consume_crash(run: Run) -> list[ClauseResult]:
     """Approve, then a tree kill while the approved call is about to consume its approval, then a start: the
     approval is consumed once and the write runs once at most."""
@@ -105,6 +110,8 @@ def drive_consume_crash(run: Run) -> list[ClauseResult]:
     decide_all(run, ids)
     if ids:
         run.broker.wait_for_hit(CONSUME_POINT, timeout=sc.SETTLE_S, held=True)
+        if storage_fault.supports(run, StorageFault.NEWER_SCHEMA) is None:
+            _start_on_unreadable_state(run)
         sc.restart_kit_side(run, "tree_kill", failpoints="")
         # the approved write runs and holds after its effect: a second tree kill, so its outcome is unknown and
         # the approval, consumed, must not let it run again
@@ -119,11 +126,35 @@ def drive_consume_crash(run: Run) -> list[ClauseResult]:
     return _asked(ids)
 
 
+UNREADABLE_DWELL_S = 1.0  # how long the runtime runs on a store it cannot read, an approved write waiting
+
+
+def _start_on_unreadable_state(run: Run) -> None:
+    """APR-04: the approved write waits at its consumption; a tree kill, the kit puts the store at a newer schema
+    (state this runtime cannot read), a start: the write must not run, until the store is back."""
+    run.kill("tree_kill")
+    applied = storage_fault.apply(run, StorageFault.NEWER_SCHEMA, script="apc")
+    run.start(failpoints="")
+    seen = len(read_witness(run.witness_path).executions) if run.witness_path.exists() else 0
+    deadline = time.monotonic() + UNREADABLE_DWELL_S
+    while time.monotonic() < deadline and (
+            not run.witness_path.exists() or len(read_witness(run.witness_path).executions) <= seen):
+        time.sleep(0.05)  # a runtime that runs the write anyway shows itself in the witness log
+    run.observe()
+    storage_fault.restore(run, applied)
+
+
 def drive_deny(run: Run) -> list[ClauseResult]:
-    """The user denies: the write never runs, the work goes on without it."""
+    """The user pauses the waiting work and denies: nothing goes on until the Resume (APR-05); then the write never
+    runs, and the work goes on without it."""
     work_id = _crash_after_write(run, "apd")
     ids, _ = wait_pending(run)
+    # APR-05: the user pauses the waiting work, then denies; the decision alone must not resume it
+    paused = run.op("pause", work_id=work_id).ok if work_id else False
     decide_all(run, ids, "deny")
+    if paused:
+        time.sleep(PAUSED_WATCH_S)  # a runtime whose decision resumes the work asks its model now
+        run.op("resume", work_id=work_id)
     _, final = run.settle(sc.SETTLE_S)
     results = _asked(ids)
     if ids:

@@ -71,6 +71,17 @@ CHANGELOG = """\
   while the receipt is deferred; the interruption points `retry.receipt.*`, `workspace.prepare.*`,
   `bootstrap.before_dispatch` and `coordinator.settle.*`. For a task, `retry.work_id` is its `task_id`.
   Adapters of earlier versions that do not declare `paperclip_retry` need no change.
+- **1.3** (profile `goals`, also): a Goal in the snapshot may carry `requirements` (every requirement, waived
+  ones with the waiver's reason, each with the current acceptance's verdict and evidence references with their
+  version or digest), `terminal` (the record saved with a terminal state: revision, transcript anchor, digest)
+  and `active_time_s` (from durable start/stop records); a budget may carry `max_active_s`, a hard limit of
+  active time (`goal_create.budget`, `budget_set.limit` and the snapshot's `budget`). All optional: without them
+  ACC-02, ACC-07, ACC-08, ACC-11, GOAL-10, USG-11, USG-12 and USG-14 stay unknown, never valid.
+- **1.3** (profile `jobs`): background Jobs. The request `job_start` (a caller's Job: its authorized subtasks,
+  its concurrency quota, the session it runs in), an optional `work_items[].provenance` (the caller whose
+  request started a Job, kept by the Job and its subtasks) and an optional `usage_receipts[].job_id` (the Job an
+  attempt's receipt is metered against, saved at dispatch). Adapters that do not declare `jobs` need no change;
+  without `provenance` JOB-02, without `job_id` JOB-04 stays unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -54,6 +54,10 @@ class ProbeTool(Record):
 class BudgetLimit(Record):
     max_tokens: int | None = Field(ge=0, description="Hard token limit; null is unlimited.")
     max_cost_usd: float | None = Field(ge=0, description="Hard cost limit in US dollars; null is unlimited.")
+    max_active_s: float | None = Field(
+        None, ge=0, description="Since 1.3, optional: hard limit of the Goal's active time in seconds; null or "
+        "absent is unlimited. A runtime that cannot verify it stops new paid admission, with a reason, rather than "
+        "ignore it (USG-14).")
 
 
 class ProcessInfo(Record):
@@ -250,6 +254,30 @@ class NotifyOk(Reply):
     type: Literal["notify_ok"] = "notify_ok"
 
 
+class JobStart(Request):
+    type: Literal["job_start"] = "job_start"
+    caller_work_id: Id = Field(description="The real active caller: the work item whose request starts the Job. Its "
+                               "identity (and Goal, if any) is saved at this admission boundary and restored when the "
+                               "Job and its subtasks start.")
+    session_id: Id = Field(description="The session the Job runs in; created on first use. Another session than the "
+                           "caller's is a cross-session call: it keeps the caller's provenance without making the "
+                           "caller its canonical parent.")
+    text: str = Field(description="The Job's own instruction; once every subtask's result is delivered to it, the Job "
+                      "asks the model once with them.")
+    subtasks: list[str] = Field(min_length=1, max_length=16, description="The subtasks this Job is authorized to "
+                                "run, one instruction each: each runs as a child work item, and its result is "
+                                "delivered to the Job once. A restart authorizes no other.")
+    concurrency: int = Field(ge=1, description="The Job's concurrency quota: at most this many of its subtasks run "
+                             "at once, also across a restart.")
+    client_job_id: str = Field(min_length=1, description="The client's id for this Job; the same id again is the "
+                               "same Job.")
+
+
+class JobStartOk(Reply):
+    type: Literal["job_start_ok"] = "job_start_ok"
+    job_id: Id = Field(description="The Job's work item (kind `job`).")
+
+
 class BudgetSet(Request):
     type: Literal["budget_set"] = "budget_set"
     work_id: Id = Field(description="The work item (a Goal's work_id for a Goal budget).")
@@ -419,6 +447,11 @@ RPCS: tuple[RPC, ...] = (
         "admits the waiting work's continuation at most once per consumption key, only while the user's intent "
         "is run and the versions match; a duplicate, or one for another version, admits nothing.",
         Notify, NotifyOk, Profile.WAITS, since="1.3"),
+    RPC("job_start", "Start a background Job for a caller: durably save the Job, its authorized subtasks, its "
+        "concurrency quota and the caller's provenance, then answer. Its subtasks run as child work items "
+        "(`parent_id` the Job), at most `concurrency` at once; each child's result is delivered to the Job once; "
+        "the Job then asks the model once with them and finishes.", JobStart, JobStartOk, Profile.JOBS,
+        since="1.3"),
     RPC("budget_set", "Set or change a hard budget.", BudgetSet, BudgetSetOk, Profile.GOALS),
     RPC("retry", "A deliberate Retry (Paperclip): idempotent per key, bound to the observed run. For a task "
         "(since 1.3) `work_id` is its `task_id`; a key already used in the company, whatever its receipt's status, "

@@ -93,6 +93,10 @@ class WorkItem(Record):
     inputs: list[AcceptedInput] = Field(description="Every accepted (acknowledged) input of this work item, in order.")
     last_progress: str | None = Field(
         description="An opaque id of the last committed progress point (checkpoint or turn commit); null if none yet.")
+    provenance: Id | None = Field(
+        None, description="Since 1.3, optional (profile jobs): for a Job or one of its subtasks, the work item of the "
+        "real caller whose request started the Job, as saved at that admission (kept across sessions and restarts, "
+        "unlike `parent_id`); null for other work or if not recorded.")
 
 
 class Budget(Record):
@@ -102,6 +106,37 @@ class Budget(Record):
         ge=0, description="Tokens from receipts with known usage; null if the runtime does not track spend.")
     requests_usage_unknown: int | None = Field(
         ge=0, description="Requests whose usage is unknown or partial; null if not tracked.")
+    max_active_s: float | None = Field(
+        None, ge=0, description="Since 1.3, optional: the active-time limit in seconds; null is unlimited.")
+
+
+class EvidenceRef(Record):
+    ref: str = Field(description="The evidence as the acceptance cited it (a worker answer, an artifact, a query).")
+    version: str | None = Field(
+        description="The version number or content digest of that evidence as judged (a controlled artifact); "
+        "null if the runtime recorded none.")
+
+
+class GoalRequirement(Record):
+    """Since 1.3, optional: one verifiable requirement of a Goal, kept for its whole life (seed 000, "Todo and
+    acceptance")."""
+
+    req_id: Id = Field(description="The requirement as extracted from the objective (`[[req:ID]]`, else `objective`).")
+    waived_reason: str | None = Field(
+        description="Null while required; the reason of the explicit objective revision that waived it.")
+    verdict: Acceptance | None = Field(
+        description="What the Goal's current acceptance (this revision) found for it; null if none ran.")
+    evidence: list[EvidenceRef] = Field(description="The evidence that verdict cites (empty if none).")
+
+
+class GoalTerminal(Record):
+    """Since 1.3, optional: the record saved with a Goal's terminal state."""
+
+    state: GoalState = Field(description="The terminal state it was saved with.")
+    revision: int = Field(ge=0, description="The revision the terminal state was committed for.")
+    transcript_anchor: str | None = Field(
+        description="An opaque id of the last transcript entry the record covers; null if none.")
+    digest: str | None = Field(description="A digest of the saved Goal snapshot, to tell it unchanged; null if none.")
 
 
 class Goal(Record):
@@ -116,6 +151,16 @@ class Goal(Record):
     reason_code: ReasonCode | None = Field(description="Why the Goal is not working; null while working normally.")
     budget: Budget | None = Field(description="Null: the runtime has no budget for this Goal (unlimited).")
     acceptance: Acceptance | None = Field(description="The last acceptance result for this revision; null if none ran.")
+    requirements: list[GoalRequirement] | None = Field(
+        None, description="Since 1.3, optional: every requirement of the Goal, waived ones included, with the "
+        "current acceptance's verdict and evidence for each; null or absent if not tracked (the clauses that need "
+        "it are then unknown).")
+    terminal: GoalTerminal | None = Field(
+        None, description="Since 1.3, optional: the terminal record (snapshot and transcript anchor) saved with a "
+        "terminal state; null while the Goal is not terminal or if not tracked.")
+    active_time_s: float | None = Field(
+        None, ge=0, description="Since 1.3, optional: the Goal's active time in seconds, from durable start/stop "
+        "records (pauses and downtime excluded); null if not tracked.")
 
 
 class Turn(Record):
@@ -170,6 +215,10 @@ class UsageReceipt(Record):
         ge=0, description="Null when not known (status unknown); a lower bound if partial.")
     completion_tokens: int | None = Field(ge=0, description="Null when not known; a lower bound if partial.")
     usage: UsageStatus = Field(description="Whether the token counts are known, a lower bound, or unknown.")
+    job_id: Id | None = Field(
+        None, description="Since 1.3, optional (profile jobs): the Job whose reservation the attempt belongs to (the "
+        "Job's own request, or one of its subtask's), saved with the receipt at dispatch; null for other work or if "
+        "not recorded.")
 
 
 class Owner(Record):

@@ -790,14 +790,6 @@ def drive_interrupted_stream(run: Run) -> list[ClauseResult]:
 
 
 
-def drive_job(run: Run) -> list[ClauseResult]:
-    run.start()
-    submit(run, "job")
-    restart_kit_side(run, "tree_kill")
-    run.settle(SETTLE_S)
-    return []
-
-
 _CHAT = Profile.CHAT_CORE
 _K = RestartKind
 
@@ -979,9 +971,6 @@ SCENARIOS: tuple[Scenario, ...] = (
                                       faults=[{"kind": "cut", "at_chunk": 2, "attempts": [1]}]), usage="final"),),
              (), ("CTX-10", "INP-01"), drive_interrupted_stream,
              Chaos(kinds=(_K.TREE_KILL,), points=("provider.response.midstream",), clauses=("CTX-10",))),
-    Scenario("job_restart", "a background Job survives a restart", Profile.JOBS,
-             (script("job", text_step("job done"), usage="final"),), (), ("JOB-01", "RI-02"), drive_job,
-             Chaos(kinds=(_K.TREE_KILL,))),
 )
 
 
@@ -1351,31 +1340,38 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     CHAT_BESIDE,
     EXHAUSTED,
     INDEPENDENT,
+    LIVE_WAIT,
     MISSING_EVIDENCE,
     PAUSED,
     RESTARTED,
+    RESTARTED_NEXT,
     REVISED,
     THREE_TURNS,
+    TIMED,
     UNKNOWN_COST,
     UNMET,
     drive_blocker,
     drive_budget_raised,
+    drive_live_wait,
     drive_pause_during_verifying,
     drive_restart,
     drive_revision_during_verifying,
     drive_three_turns,
     drive_unknown_cost,
     drive_until_settled,
+    needs_live_wait,
 )
 
 _GOALS = Profile.GOALS
 _GOAL_EVERY_POINT = Chaos(kinds=(_K.TREE_KILL,), clauses=("FA-08", "GOAL-04", "ACC-04"))
 SCENARIOS += (
     Scenario("goal_work_turns", "a Goal that needs three work turns and one acceptance", _GOALS, (THREE_TURNS,), (),
-             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "UI-04", "UI-06", "USG-15"),
+             ("GOAL-01", "GOAL-04", "ACC-01", "ACC-03", "ACC-04", "ACC-05", "ACC-06", "ACC-07", "ACC-08", "UI-04",
+              "UI-06", "USG-15"),
              drive_three_turns, _GOAL_EVERY_POINT),
     Scenario("goal_restart", "a Goal killed mid-work continues by itself; achieved stays achieved", _GOALS,
-             (RESTARTED,), (), ("GOAL-01", "GOAL-06", "RI-02"), drive_restart,
+             (RESTARTED, RESTARTED_NEXT), (), ("GOAL-01", "GOAL-06", "GOAL-10", "RI-02", "USG-11", "USG-12"),
+             drive_restart,
              Chaos(none="its kill is the scenario; goal_work_turns's chaos cells kill the same Goal at every "
                         "point")),
     Scenario("goal_unmet", "acceptance finds the objective unmet: back to work, then met", _GOALS, (UNMET,), (),
@@ -1385,13 +1381,14 @@ SCENARIOS += (
              _GOALS, (MISSING_EVIDENCE,), (), ("ACC-10", "GOAL-04"), drive_until_settled("gm"),
              Chaos(kinds=(_K.TREE_KILL,), points=("acceptance.verifier.after", "acceptance.achieve.before"))),
     Scenario("goal_revision_verifying", "the objective is revised while the verifier answers: the old acceptance "
-             "must not achieve", _GOALS, (REVISED,), (), ("GOAL-02", "GOAL-04", "USG-08"),
+             "must not achieve", _GOALS, (REVISED,), (),
+             ("GOAL-02", "GOAL-03", "GOAL-04", "USG-08", "ACC-02", "ACC-11"),
              drive_revision_during_verifying,
              Chaos(none="the revision must land while the verifier's request is held; chaos's cases make no "
                         "revision")),
     Scenario("goal_pause_verifying", "the user pauses while the verifier answers: paused stays paused, Resume "
              "verifies again; ordinary chat meanwhile is not the Goal's", _GOALS, (PAUSED, CHAT_BESIDE), (),
-             ("GOAL-04", "GOAL-05", "RI-03", "USG-02"),
+             ("GOAL-04", "GOAL-05", "RI-03", "USG-02", "USG-11"),
              drive_pause_during_verifying,
              Chaos(none="the Pause must land while the verifier's request is held; goal_work_turns's chaos cells "
                         "restart at every acceptance point")),
@@ -1399,11 +1396,18 @@ SCENARIOS += (
              "goes on", _GOALS, (BLOCKED, INDEPENDENT), (), ("GOAL-07", "GOAL-09", "UI-04"), drive_blocker,
              Chaos(kinds=(_K.TREE_KILL,), points=("completion.commit.before_projection",))),
     Scenario("goal_budget_unknown_cost", "a hard budget, then a response whose usage is unknown: paid admission "
-             "pauses with a reason", _GOALS, (UNKNOWN_COST,), (), ("USG-16",), drive_unknown_cost,
-             Chaos(none="the pause is reached without a fault; a restart after it is goal_budget_raised's")),
+             "pauses with a reason; beside it a time limit stops admission once verified spent", _GOALS,
+             (UNKNOWN_COST, TIMED), (), ("USG-16", "USG-14"), drive_unknown_cost,
+             Chaos(none="the pause is reached without a fault (the time limit's holds are the drive's); a restart "
+                        "after it is goal_budget_raised's")),
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
+    Scenario("goal_live_wait", "a Goal waits on a live external operation: phase waiting and no model turn until "
+             "its notification, then acceptance", _GOALS, (LIVE_WAIT,), ("probe_external",), ("GOAL-08",),
+             drive_live_wait,
+             Chaos(none="the external operation is completed and notified by the drive; chaos's cases make neither "
+                        "move (the waits scenarios interrupt waits at every point)"), needs_live_wait),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 
@@ -1427,14 +1431,16 @@ SCENARIOS += (
              "approval; a crash while it is pending: still pending, nothing run; approved, the write runs once",
              Profile.APPROVALS, (approval_script("apa", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
              ("APR-02", "APR-06", "APR-07", "FA-15", "INP-01"), _apr.drive_pending_restart, _NO_APPROVAL_CHAOS),
-    Scenario("approval_consume_crash", "approve, then a crash before the approval is consumed, then a crash while "
-             "the approved write holds its result: consumed once, the write run once", Profile.APPROVALS,
+    Scenario("approval_consume_crash", "approve, then a crash before the approval is consumed (and, when the store "
+             "can be faulted, a start on a store at a newer schema: nothing runs), then a crash while the approved "
+             "write holds its result: consumed once, the write run once", Profile.APPROVALS,
              (approval_script("apc", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
-             ("APR-02", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
+             ("APR-02", "APR-04", "APR-06", "FA-15"), _apr.drive_consume_crash, _NO_APPROVAL_CHAOS,
              _apr.needs_consume_point),
-    Scenario("approval_deny", "the user denies the write the recovery turn asks for: it never runs, the work goes on",
-             Profile.APPROVALS, (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
-             ("APR-06", "RI-02", "INP-01"), _apr.drive_deny, _NO_APPROVAL_CHAOS),
+    Scenario("approval_deny", "the user pauses the work and denies the write its recovery turn asks for: nothing "
+             "goes on until the Resume; the write never runs, the work goes on", Profile.APPROVALS,
+             (approval_script("apd", tool_step("probe_unknown"), text_step()),), ("probe_unknown",),
+             ("APR-05", "APR-06", "RI-02", "INP-01"), _apr.drive_deny, _NO_APPROVAL_CHAOS),
     Scenario("approval_effect_set", "two writes approved together; the first one's tool dies after its effect (the "
              "unknown-effect set changes): the second needs a fresh approval, and a third write its own",
              Profile.APPROVALS,
@@ -1490,6 +1496,21 @@ SCENARIOS += (
              "found by polling with backoff, a timed-out query never taken for a stop", Profile.WAITS,
              (wait_script("wl"),), (_wt.EXTERNAL,), ("WAIT-03", "WAIT-06", "INP-01"),
              _wt.drive_lost_notification, _NO_WAIT_CHAOS, _wt.needs_external),
+)
+SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
+
+
+# --- background Jobs (drive in conformance.drives_jobs; judged by conformance.checks_jobs) ---------------------
+
+from recoverykit.conformance import drives_jobs as _jb  # noqa: E402  (its drive uses the helpers above)
+
+SCENARIOS += (
+    Scenario("job_restart", "a request starts a Job from another session: two subtasks under a quota of one, a tree "
+             "kill while the first one's answer is in flight: the quota held, no subtask started again, each result "
+             "delivered to the Job once, the caller's provenance kept", Profile.JOBS, _jb.scripts(), ("probe_read",),
+             ("JOB-01", "JOB-02", "JOB-03", "JOB-04", "FA-07", "RI-02"), _jb.drive_job_restart,
+             Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL), points=_jb.CHAOS_POINTS, clauses=("FA-07", "JOB-01"),
+                   kick=_jb.chaos_kick)),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

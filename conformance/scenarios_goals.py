@@ -25,6 +25,7 @@ from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import Verdict
 
 GOAL_SETTLE_S = 30.0
+PAUSED_FOR_S = 0.3
 HOLD_VERIFIER = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
 
 
@@ -32,6 +33,13 @@ def verdict(outcome: str = "met", *evidence: int, faults: list | None = None,
             usage: tuple[int, int] = (40, 10)) -> dict:
     """A verifier reply: the requirement ``objective`` with ``outcome`` and evidence ``step:N`` for each N."""
     body = {"requirements": {"objective": {"verdict": outcome, "evidence": [f"step:{n}" for n in evidence]}}}
+    return {"text": json.dumps(body), "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+            "faults": faults or []}
+
+
+def verdicts(said: dict[str, tuple[str, ...]], faults: list | None = None, usage: tuple[int, int] = (40, 10)) -> dict:
+    """A verifier reply for named requirements: {req_id: (verdict, "step:N", ...)}."""
+    body = {"requirements": {req: {"verdict": v[0], "evidence": list(v[1:])} for req, v in said.items()}}
     return {"text": json.dumps(body), "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
             "faults": faults or []}
 
@@ -48,9 +56,11 @@ def objective(script_id: str, text: str = "write the report") -> str:
     return f"{script_tag(script_id)} {text}"
 
 
-def create(run: Run, script_id: str, budget: dict | None = None) -> dict[str, Any] | None:
-    """goal_create for the script's session; the reply's fields, or None if refused."""
-    out = run.op("goal_create", session_id=f"s-{script_id}", objective=objective(script_id), budget=budget)
+def create(run: Run, script_id: str, budget: dict | None = None, text: str = "write the report",
+           session: str | None = None) -> dict[str, Any] | None:
+    """goal_create for the script's session (or ``session``); the reply's fields, or None if refused."""
+    out = run.op("goal_create", session_id=session or f"s-{script_id}", objective=objective(script_id, text),
+                 budget=budget)
     return out.reply.model_dump(mode="json") if out.ok else None
 
 
@@ -91,13 +101,23 @@ THREE_TURNS = goal_script("gw", [work("[[goal:todo t1]] [[goal:todo t2]] plan: t
 RESTARTED = goal_script("gk", [work("[[goal:todo t1]] [[goal:todo t2]] plan: two parts"),
                                 {**work("[[goal:done t1]] part one written"), "faults": HOLD_VERIFIER},
                                 work("[[goal:done t2]] part two written")], {3: verdict("met", 1, 2)})
+# a later Goal (its own session: the scripted provider tells Goals apart by session history) must not replace
+# the first one's terminal record (GOAL-10)
+RESTARTED_NEXT = goal_script("gk2", [work("[[goal:candidate]] the next report")], {1: verdict("met", 0)})
+DOWNTIME_JUMP_S = 600.0  # the restart moves the runtime's clock: downtime is never active time (USG-11, USG-12)
 UNMET = goal_script("gu", [work("[[goal:candidate]] a first draft"), work("[[goal:candidate]] the draft, fixed")],
                     {1: verdict("unmet"), 2: verdict("met", 1)})
 MISSING_EVIDENCE = goal_script("gm", [work("[[goal:candidate]] done, trust me"), work("[[goal:candidate]] proof")],
                                {1: verdict("met"), 2: verdict("met", 1)})
-REVISED = goal_script("gr", [work("[[goal:candidate]] the first objective done"),
+# two requirements; the worker adds and drops a Todo item named like one (a requirement stays, ACC-02); the
+# revision leaves ``charts`` out without a reason, which is no waiver (ACC-11): both are judged again
+REVISED_OBJECTIVE = "[[req:report]] write the report [[req:charts]] with charts"
+REVISION_OBJECTIVE = "[[req:report]] write the report, with a summary"
+REVISED = goal_script("gr", [work("[[goal:todo charts]] [[goal:drop charts]] [[goal:candidate]] the first objective "
+                                  "done"),
                              work("[[goal:candidate]] the revised objective done")],
-                      {1: verdict("met", 0, faults=HOLD_VERIFIER), 2: verdict("met", 1)})
+                      {1: verdicts({"report": ("met", "step:0"), "charts": ("met", "step:0")}, faults=HOLD_VERIFIER),
+                       2: verdicts({"report": ("met", "step:1"), "charts": ("met", "step:1")})})
 PAUSED = goal_script("gp", [work("[[goal:candidate]] done")], {1: verdict("met", 0, faults=HOLD_VERIFIER)})
 CHAT_BESIDE = {"id": "gpc", "usage_style": "final", "steps": [work("an ordinary answer")]}
 BLOCKED = goal_script("gb", [work("[[goal:todo t1]] [[goal:blocker dep on=t1]] waiting for the dependency"),
@@ -108,10 +128,23 @@ INDEPENDENT = goal_script("gi", [work("[[goal:todo t1]] [[goal:todo t2]] [[goal:
                           {3: verdict("met", 2)})
 UNKNOWN_COST = goal_script("gc", [work("[[goal:todo t1]] step one"), work("[[goal:done t1]] step two")],
                            {2: verdict("met", 1)}, usage="none")
+EXTERNAL = "probe_external"  # the kit's scripted external operation (drives_waits)
+LIVE_WAIT = goal_script("gl", [{"tool_calls": [{"name": EXTERNAL, "arguments": {}}],
+                                "usage": {"prompt_tokens": 20, "completion_tokens": 8}},
+                               work("[[goal:candidate]] the operation completed")], {2: verdict("met", 1)})
+WAIT_SEEN_S = 5.0  # how long the drive looks for the waiting phase (a runtime that never waits goes on at once)
+IDLE_WINDOW_S = 0.5  # time an idle model turn has to happen while the Goal waits
 EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("[[goal:done t1]] two")], {2: verdict("met", 1)})
 # 42 tokens a step: the second step reaches the limit just as the Todo is done, so acceptance waits for the budget
 EXHAUST_LIMIT = {"max_tokens": 60, "max_cost_usd": None}
 UNKNOWN_COST_LIMIT = {"max_tokens": 100000, "max_cost_usd": None}
+# a time limit the first step's held response outlasts: admission must stop at it (USG-14); the second step is held
+# too, so a runtime that goes on is observed past its limit before its next request
+TIME_LIMIT = {"max_tokens": None, "max_cost_usd": None, "max_active_s": 0.05}
+TIME_HELD_S = 0.2
+TIMED = goal_script("gt", [{**work("[[goal:todo t1]] one"), "faults": HOLD_VERIFIER},
+                           {**work("[[goal:todo t2]] two"), "faults": HOLD_VERIFIER},
+                           work("[[goal:done t1]] [[goal:done t2]] three")], {3: verdict("met", 2)})
 
 
 # --- drives ---------------------------------------------------------------------------------------
@@ -131,15 +164,18 @@ def drive_restart(run: Run) -> list[ClauseResult]:
     if created is None:
         return [_result("GOAL-01", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gk", step=1)
+    run.observe()  # its active time before the kill: the restart neither resets it nor counts the downtime
     run.kill("tree_kill")
     run.provider.release(cut=True)
-    run.start()
+    run.start(clock_offset_s=run.clock_offset_s + DOWNTIME_JUMP_S)
     _, final = run.settle(GOAL_SETTLE_S)
     out = [expect_state(final, created, {"achieved"}, "GOAL-01", "after a kill mid-work")]
     run.kill("tree_kill")
     run.start()
     _, again = run.settle(GOAL_SETTLE_S)
     out.append(expect_state(again, created, {"achieved"}, "GOAL-06", "after another restart"))
+    create(run, "gk2")  # a later Goal ends too: the first one's terminal record stays its own (GOAL-10)
+    run.settle(GOAL_SETTLE_S)
     return out
 
 
@@ -155,12 +191,12 @@ def drive_until_settled(script_id: str, budget: dict | None = None):
 
 def drive_revision_during_verifying(run: Run) -> list[ClauseResult]:
     run.start()
-    created = create(run, "gr")
+    created = create(run, "gr", text=REVISED_OBJECTIVE)
     if created is None:
         return [_result("GOAL-02", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gr", step=1)
     run.op("goal_update", goal_id=created["goal_id"], revision=created["revision"],
-           objective=objective("gr", "write the report, with a summary"), reason=None)
+           objective=objective("gr", REVISION_OBJECTIVE), reason=None)
     run.provider.release()
     run.settle(GOAL_SETTLE_S)
     return []
@@ -173,6 +209,9 @@ def drive_pause_during_verifying(run: Run) -> list[ClauseResult]:
         return [_result("GOAL-04", Verdict.UNKNOWN, "goal_create was refused")]
     run.wait_held(GOAL_SETTLE_S, script_id="gp", step=1)
     run.op("pause", work_id=created["work_id"])
+    run.observe()  # paused: its active time stands still from the Pause on (USG-11), also while the reply comes
+    time.sleep(PAUSED_FOR_S)
+    run.observe()
     run.provider.release()
     _, paused = run.settle(GOAL_SETTLE_S)
     out = [expect_state(paused, created, {"paused"}, "GOAL-04", "after a Pause during verifying")]
@@ -196,6 +235,18 @@ def drive_blocker(run: Run) -> list[ClauseResult]:
 def drive_unknown_cost(run: Run) -> list[ClauseResult]:
     run.start()
     created = create(run, "gc", UNKNOWN_COST_LIMIT)
+    timed = create(run, "gt", TIME_LIMIT)
+    if timed is not None and run.wait_held(GOAL_SETTLE_S, script_id="gt", step=0):
+        time.sleep(TIME_HELD_S)  # active time passes its limit while the first response is held
+        run.provider.release()
+        deadline = time.monotonic() + GOAL_SETTLE_S
+        while time.monotonic() < deadline:
+            found = goal(run.observe(), timed["goal_id"]) or {}
+            if found.get("state") != "active" or run.provider.held():
+                break
+            time.sleep(0.05)
+        run.observe()
+        run.provider.release()
     _, final = run.settle(GOAL_SETTLE_S)
     found = goal(final, created["goal_id"]) if created else None
     if found is None:
@@ -224,3 +275,38 @@ def drive_budget_raised(run: Run) -> list[ClauseResult]:
 
 
 GOAL_BUDGETS: dict[str, dict] = {"gc": UNKNOWN_COST_LIMIT, "ge": EXHAUST_LIMIT}
+
+
+def needs_live_wait(run: Run) -> str | None:
+    """A live wait is the kit's scripted external operation: protocol 1.3 and the waits profile."""
+    from recoverykit.conformance.drives_waits import needs_external
+    why = needs_external(run)
+    if why is None and "waits" not in run.profiles:
+        why = "the adapter does not declare the waits profile: the kit has no live handle a Goal can wait on"
+    return why
+
+
+def drive_live_wait(run: Run) -> list[ClauseResult]:
+    """The Goal's worker starts the kit's external operation and must wait on it (phase waiting, no model turn)
+    until the kit completes and notifies it; then it goes on to acceptance."""
+    from recoverykit.conformance.drives_waits import notify
+    from recoverykit.conformance.witness import read_witness
+    run.start()
+    created = create(run, "gl")
+    if created is None:
+        return [_result("GOAL-08", Verdict.UNKNOWN, "goal_create was refused")]
+    if not run.wait_witness(lambda e: e.tool == EXTERNAL and e.done and e.emitted, timeout_s=GOAL_SETTLE_S):
+        return [_result("GOAL-08", Verdict.UNKNOWN, "the external operation never started")]
+    token = next(e.probe_token for e in read_witness(run.witness_path).executions if e.tool == EXTERNAL)
+    deadline = time.monotonic() + WAIT_SEEN_S
+    while time.monotonic() < deadline:
+        found = goal(run.observe(), created["goal_id"]) or {}
+        if found.get("phase") == "waiting" or found.get("state") != "active":
+            break
+        time.sleep(0.1)
+    time.sleep(IDLE_WINDOW_S)
+    run.observe()
+    run.external(f"op-{token}", "completed")
+    notify(run, f"op-{token}")
+    _, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, created, {"achieved"}, "GOAL-08", "after its live wait was notified")]

@@ -18,6 +18,7 @@ import json
 import os
 import uuid
 
+from . import goal_timer
 from .engine import Ctx, Interrupted, check_intent, drain_outbox, release, schedule_retry, settle_usage
 from .failpoints import failpoint
 from .provider import ProviderFault, Request
@@ -177,7 +178,8 @@ def achieve(ctx: Ctx, item: dict, gen: int, g: dict, acceptance_id: str) -> str:
                  or now_g["goal_version"] != acc["goal_version"] or current["control_version"] != acc["control_version"]
                  or any(versions.get(e["msg_seq"]) != e["version"] for e in cited))
         if not stale:
-            snapshot = {"goal_id": g["goal_id"], "revision": acc["revision"], "objective": now_g["objective"],
+            snapshot = {"goal_id": g["goal_id"], "state": "achieved", "revision": acc["revision"],
+                        "objective": now_g["objective"],
                         "acceptance_id": acceptance_id, "result_version": acc["result_version"]}
             done = ctx.db.conn.execute(
                 "UPDATE goals SET state='achieved', phase=NULL, reason_code=NULL, terminal_snapshot=?,"
@@ -191,6 +193,7 @@ def achieve(ctx: Ctx, item: dict, gen: int, g: dict, acceptance_id: str) -> str:
         else:
             ctx.db.conn.execute("UPDATE work_items SET desired_state='done' WHERE work_id=?", (work_id,))
             set_status(ctx.db, work_id, "finished", "finished", "the Goal was achieved")
+            goal_timer.stop(ctx.db, work_id, "achieved")
             release(ctx, work_id, gen, "achieved")
             emit(ctx.db, work_id, "completed", session_id=item["session_id"], goal_id=g["goal_id"])
     if stale:  # a revision sent it back to work (with its own prompt); else acceptance runs again as it is now

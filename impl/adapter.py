@@ -30,7 +30,7 @@ RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
 NOT_SUPPORTED: tuple[str, ...] = ()
-PROFILES = ["chat_core", "goals", "approvals", "waits", "paperclip_retry"]
+PROFILES = ["chat_core", "goals", "approvals", "waits", "paperclip_retry", "jobs"]
 
 
 class OpError(Exception):
@@ -258,6 +258,10 @@ class Adapter:
             finally:
                 db.conn.close()
         return {}
+
+    def op_job_start(self, req: dict) -> dict:
+        return self._control({"op": "job_start", **{k: req[k] for k in (
+            "caller_work_id", "session_id", "text", "subtasks", "concurrency", "client_job_id")}})
 
     def op_approve(self, req: dict) -> dict:
         return self._control({"op": "approve", "approval_id": req["approval_id"]})

@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-from . import approvals, goals, resources, tasks, waits
+from . import approvals, goals, jobs, resources, tasks, waits
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -152,6 +152,12 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
         return goals.update(db, req["goal_id"], req["revision"], req["objective"], req.get("reason"))
     if op == "budget_set":
         return goals.budget_set(db, req["work_id"], req["limit"])
+    if op == "job_start":
+        try:
+            return jobs.start(db, cfg, req["caller_work_id"], req["session_id"], req["text"], req["subtasks"],
+                              req["concurrency"], req["client_job_id"])
+        except jobs.JobError as exc:
+            raise ControlError(exc.code, exc.text) from exc
 
     if op in ("approve", "deny"):
         try:

@@ -67,9 +67,10 @@ def drain_outbox(ctx: Ctx) -> None:
         if op["kind"] == "usage.open":
             ctx.udb.conn.execute(
                 "INSERT OR IGNORE INTO receipts (request_id, op_key, work_id, session_id, turn_id, attempt,"
-                " objective_revision, state, created_at) VALUES (?,?,?,?,?,?,?,'dispatched',?)",
+                " objective_revision, state, created_at, job_id) VALUES (?,?,?,?,?,?,?,'dispatched',?,?)",
                 (payload["request_id"], op["op_key"], payload["work_id"], payload["session_id"],
-                 payload["turn_id"], payload["attempt"], payload.get("objective_revision"), now()))
+                 payload["turn_id"], payload["attempt"], payload.get("objective_revision"), now(),
+                 payload.get("job_id")))
         elif op["kind"] == "usage.lost":
             # Only a receipt still waiting for its response becomes unknown; a settled one stays.
             ctx.udb.conn.execute("UPDATE receipts SET state='unknown', settled_at=? WHERE request_id=?"
@@ -103,6 +104,9 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     n = one(ctx.db, "SELECT COUNT(*) AS n FROM provider_requests WHERE work_id=? AND step=?",
             (work_id, step))["n"] + 1
     request_id = f"{work_id}.s{step}.a{n}"
+    scope = work_id if item["kind"] == "job" else None  # a Job or a subtask: its own conversation, not the session's
+    job = one(ctx.db, "SELECT job_id FROM jobs WHERE job_id IN (?, ?)", (work_id, item["parent_id"] or "")) \
+        if item["kind"] == "job" else None  # the Job whose reservation this attempt is, saved with its receipt
     registry = ctx.cfg.registry()
     offered = [t for t in registry.values() if not turn["restricted"] or t.effect_class in SAFE_FOR_RECOVERY]
     with fenced(ctx.db, work_id, gen, "provider.dispatch"):
@@ -110,14 +114,15 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
         ctx.db.conn.execute("INSERT INTO provider_requests VALUES (?,?,?,?,?,'dispatched',?)",
                             (request_id, work_id, turn_id, step, n, now()))
         payload = {"request_id": request_id, "work_id": work_id, "session_id": item["session_id"],
-                   "turn_id": turn_id, "attempt": n, "objective_revision": item["objective_revision"]}
+                   "turn_id": turn_id, "attempt": n, "objective_revision": item["objective_revision"],
+                   "job_id": job["job_id"] if job else None}
         ctx.db.conn.execute("INSERT INTO outbox VALUES (?,?,?,'pending',?,NULL)",
                             (f"usage.open:{request_id}", "usage.open", json.dumps(payload), now()))
         emit(ctx.db, work_id, "provider_request", request_id=request_id, turn_id=turn_id)
     drain_outbox(ctx)
     failpoint("provider.request.before", work_id)
     api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else ctx.cfg.api_key
-    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"]),
+    req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"], scope),
                   [_tool_schema(t.name) for t in offered], request_id, api_key=api_key)
     try:
         req.send()

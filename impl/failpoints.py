@@ -165,6 +165,7 @@ POINTS: tuple[str, ...] = (
     "recovery.claim.after", "recovery.repair.after", "recovery.decide.after",
     "approval.consume.before", "approval.consume.after",
     "wait.notify.before_admit", "wait.notify.after",
+    "child.delivery.before", "child.delivery.after",  # background Jobs (impl/jobs.py)
     # Goals (impl/goals.py, impl/acceptance.py)
     "todo.complete.before_acceptance", "acceptance.verifier.before", "acceptance.verifier.after",
     "acceptance.achieve.before",

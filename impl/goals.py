@@ -22,11 +22,12 @@ Requirements are extracted from the objective's ``[[req:ID]]`` markers (none: th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Callable
 
-from . import acceptance
+from . import acceptance, goal_timer, waits
 from .db import Database
 from .engine import Ctx, Interrupted, check_intent, provider_step, release, run_call
 from .failpoints import failpoint
@@ -66,6 +67,7 @@ def create(db: Database, cfg, session_id: str, objective: str, budget: dict | No
             "INSERT INTO goals (goal_id, work_id, session_id, objective, revision, state, phase, max_tokens,"
             " max_cost_usd, budget_at, created_at, updated_at) VALUES (?,?,?,?,1,'active','working',?,?,?,?,?)",
             (goal_id, work_id, session_id, objective, budget.get("max_tokens"), budget.get("max_cost_usd"), t, t, t))
+        db.conn.execute("UPDATE goals SET max_active_s=? WHERE goal_id=?", (budget.get("max_active_s"), goal_id))
         for req_id, text in requirements_of(objective):
             db.conn.execute("INSERT INTO goal_requirements VALUES (?,?,?,1,NULL)", (goal_id, req_id, text))
         db.conn.execute("INSERT INTO messages (work_id, session_id, role, content, at) VALUES (?,?,'user',?,?)",
@@ -115,6 +117,7 @@ def budget_set(db: Database, work_id: str, limit: dict) -> dict:
         db.conn.execute("UPDATE goals SET max_tokens=?, max_cost_usd=?, budget_at=?, goal_version=goal_version+1,"
                         " updated_at=? WHERE goal_id=?",
                         (limit.get("max_tokens"), limit.get("max_cost_usd"), now(), now(), g["goal_id"]))
+        db.conn.execute("UPDATE goals SET max_active_s=? WHERE goal_id=?", (limit.get("max_active_s"), g["goal_id"]))
         if g["state"] in ("budget_exhausted", "paused") and g["reason_code"] in ("budget_exhausted",
                                                                                "budget_unknown_cost"):
             db.conn.execute("UPDATE goals SET state='active', reason_code=NULL, reason_text='' WHERE goal_id=?",
@@ -138,6 +141,8 @@ def check_control(db: Database, item: dict, op: str) -> None:
     if op == "resume" and g["state"] == "blocked":
         db.conn.execute("UPDATE goals SET state='active', blocker_streak=0, last_blocker=NULL, reason_code=NULL,"
                         " reason_text='' WHERE goal_id=?", (g["goal_id"],))
+    if op in ("pause", "end"):  # active time excludes the pause from the moment it is accepted
+        goal_timer.stop(db, item["work_id"], op)
     db.conn.execute("UPDATE goals SET goal_version=goal_version+1, updated_at=? WHERE goal_id=?", (now(), g["goal_id"]))
 
 
@@ -169,29 +174,41 @@ def admit(ctx: Ctx, item: dict, gen: int, recovery: bool) -> dict:
 def budget_gate(ctx: Ctx, item: dict, gen: int, turn: dict | None) -> bool:
     """True if a paid request may be admitted now; else the Goal is paused or exhausted, durably, with a reason."""
     g = goal_of(ctx, item["work_id"])
-    if g["max_tokens"] is None and g["max_cost_usd"] is None:
+    if g["max_tokens"] is None and g["max_cost_usd"] is None and g["max_active_s"] is None:
         return True  # unlimited by default
     receipts = rows(ctx.udb, "SELECT state, total_tokens, created_at FROM receipts WHERE work_id=?", (item["work_id"],))
     spent = sum(r["total_tokens"] or 0 for r in receipts if r["state"] in ("known", "partial"))
     unknown = [r for r in receipts if r["state"] in ("unknown", "dispatched", "partial")
                and r["created_at"] >= g["budget_at"]]
-    if g["max_cost_usd"] is not None or unknown:
+    active = active_time(ctx, item["work_id"]) if g["max_active_s"] is not None else None
+    if g["max_cost_usd"] is not None or (unknown and g["max_tokens"] is not None):
         state, reason = "paused", "budget_unknown_cost"
         text = ("the cost of a request is unknown under a hard budget; it is not counted as available balance: "
                 "change the budget to go on")
     elif g["max_tokens"] is not None and spent >= g["max_tokens"]:
         state, reason, text = "budget_exhausted", "budget_exhausted", f"{spent} of {g['max_tokens']} tokens spent"
+    elif active is not None and active >= g["max_active_s"]:  # the time limit, verified on the durable records
+        state, reason = "budget_exhausted", "budget_exhausted"
+        text = f"{active:.3f} s of its {g['max_active_s']} s of active time spent"
     else:
         return True
     with fenced(ctx.db, item["work_id"], gen, "goal.budget"):
         ctx.db.conn.execute("UPDATE goals SET state=?, reason_code=?, reason_text=?, updated_at=? WHERE goal_id=?",
                             (state, reason, text, now(), g["goal_id"]))
+        goal_timer.stop(ctx.db, item["work_id"], reason)
         if turn is not None:
             ctx.db.conn.execute("UPDATE turns SET status='interrupted', ended_at=?, end_reason=? WHERE turn_id=?"
                                 " AND status='active'", (now(), reason, turn["turn_id"]))
         set_status(ctx.db, item["work_id"], "waiting", reason, text, ("End",))
         release(ctx, item["work_id"], gen, reason)
     return False
+
+
+def active_time(ctx: Ctx, work_id: str) -> float:
+    """The Goal's active time so far, from its durable timer records (``goal_timer``)."""
+    return goal_timer.fold(rows(ctx.db, "SELECT work_id, kind, at, payload FROM events WHERE work_id=? AND kind IN"
+                                        " (?,?,?) ORDER BY seq",
+                                (work_id, goal_timer.START, goal_timer.SEEN, goal_timer.STOP))).get(work_id, 0.0)
 
 
 def _turn_answered(ctx: Ctx, turn: dict) -> dict | None:
@@ -201,7 +218,24 @@ def _turn_answered(ctx: Ctx, turn: dict) -> dict | None:
 
 
 def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, project: Callable[[], None]) -> None:
-    """Drive a claimed Goal until it must stop: achieved, blocked, paused for its budget, or a control."""
+    """Drive a claimed Goal until it must stop: achieved, blocked, paused for its budget, or a control; its active
+    time runs from here to the stop (``goal_timer``)."""
+    work_id = item["work_id"]
+    with fenced(ctx.db, work_id, gen, "goal.timer"):
+        goal_timer.begin(ctx.db, work_id)
+    try:
+        _drive(ctx, item, gen, turn, recovering, project)
+    finally:
+        with contextlib.suppress(Exception), tx(ctx.db):  # a vanished executor's interval ends at its last mark
+            goal_timer.stop(ctx.db, work_id, "released")
+
+
+def _heartbeat(ctx: Ctx, work_id: str) -> None:
+    with tx(ctx.db):
+        goal_timer.seen(ctx.db, work_id)
+
+
+def _drive(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, project: Callable[[], None]) -> None:
     work_id = item["work_id"]
     while True:
         item = check_intent(ctx, work_id)
@@ -210,6 +244,7 @@ def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, pro
             with fenced(ctx.db, work_id, gen, "goal.inactive"):
                 set_status(ctx.db, work_id, "waiting", g["reason_code"] or "waiting_dependency",
                            f"the Goal is {g['state']}", ("End",))
+                goal_timer.stop(ctx.db, work_id, g["state"])
                 release(ctx, work_id, gen, g["state"])
             return
         if g["phase"] == "verifying":
@@ -223,6 +258,7 @@ def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, pro
             if acceptance.run(ctx, item, gen, g) == "achieved":
                 project()
                 return
+            _heartbeat(ctx, work_id)
             continue
         if turn is None:
             if not budget_gate(ctx, item, gen, None):
@@ -234,10 +270,14 @@ def run(ctx: Ctx, item: dict, gen: int, turn: dict | None, recovering: bool, pro
             if pending:
                 run_call(ctx, item, gen, pending[0])
                 continue
+            if waits.gate(ctx, item, turn, gen):  # a live wait: no model turn until its notification is admitted
+                continue
             if not budget_gate(ctx, item, gen, turn):
                 return
             provider_step(ctx, item, turn, gen)
+            _heartbeat(ctx, work_id)
         decision = settle(ctx, item, gen, turn)
+        _heartbeat(ctx, work_id)
         turn = None
         if decision == "verify_todo":
             failpoint("todo.complete.before_acceptance", work_id)
@@ -289,6 +329,7 @@ def settle(ctx: Ctx, item: dict, gen: int, turn: dict) -> str:
                  streak, blocker, now(), gid))
             set_status(ctx.db, work_id, "waiting", "waiting_dependency", f"the Goal is blocked on {blocker}",
                        ("Resume", "End"))
+            goal_timer.stop(ctx.db, work_id, "blocked")
             release(ctx, work_id, gen, "blocked")
         else:
             todo_done = bool(required) and all(t["done"] for t in required)

@@ -24,8 +24,11 @@ def placeholder_text(status: str, tool: str) -> str:
             "so its effect may or may not have happened. Do not assume either; investigate with read-only tools.")
 
 
-def build(db: Database, session_id: str) -> list[dict]:
-    msgs = rows(db, "SELECT * FROM messages WHERE session_id=? ORDER BY msg_seq", (session_id,))
+def build(db: Database, session_id: str, work_id: str | None = None) -> list[dict]:
+    """The session's conversation; for a Job or a subtask (``work_id``) its own conversation only."""
+    own = " AND work_id=?" if work_id else ""
+    args = (session_id, work_id) if work_id else (session_id,)
+    msgs = rows(db, f"SELECT * FROM messages WHERE session_id=?{own} ORDER BY msg_seq", args)
     # Each result belongs to the nearest earlier assistant message that made its call: providers may reuse call
     # ids from one response to the next (call_0, call_1, ...), so an id alone does not name a call.
     maker: dict[str, int] = {}  # call id -> msg_seq of the latest assistant message making it, so far
@@ -43,9 +46,9 @@ def build(db: Database, session_id: str) -> list[dict]:
             results[key] = m
     # the calls' records in the order they were made, per provider id (the k-th call made with an id is its k-th)
     status: dict[str, list[dict]] = {}
-    made_in = "SELECT work_id FROM work_items WHERE session_id=?"
+    made_in = f"SELECT work_id FROM work_items WHERE session_id=?{own}"
     for c in rows(db, f"SELECT provider_call_id, status, tool_name FROM tool_calls WHERE work_id IN ({made_in})"
-                      " ORDER BY created_at, call_id", (session_id,)):
+                      " ORDER BY created_at, call_id", args):
         status.setdefault(c["provider_call_id"], []).append(c)
     made: dict[str, int] = {}
     out: list[dict] = []

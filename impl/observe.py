@@ -15,7 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from . import tasks
+from . import goal_timer, tasks
 from .goals_view import receipt_attribution, snapshot_goals
 from .schema import (
     RUNTIME_MIGRATIONS,
@@ -102,7 +102,8 @@ def snapshot(data_dir: Path) -> dict:
     if not db.exists():
         return {s: [] for s in OBSERVES} | {"storage": storage}
     try:
-        items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted = _read_many(db, [
+        (items, inputs, turns, calls, leases, fenced, waits, approvals, goal_rows, accepted, req_rows,
+         timer_rows) = _read_many(db, [
             ("SELECT * FROM work_items ORDER BY created_at", ()),
             ("SELECT * FROM inputs ORDER BY accepted_at", ()),
             ("SELECT * FROM turns ORDER BY work_id, seq_no", ()),
@@ -112,7 +113,10 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM waits", ()),
             ("SELECT * FROM approvals ORDER BY created_at, rowid", ()),
             ("SELECT * FROM goals ORDER BY created_at", ()),
-            ("SELECT a.* FROM goal_acceptances a JOIN goals g ON a.acceptance_id = g.acceptance_id", ())])
+            ("SELECT a.* FROM goal_acceptances a JOIN goals g ON a.acceptance_id = g.acceptance_id", ()),
+            ("SELECT * FROM goal_requirements ORDER BY goal_id, req_id", ()),
+            ("SELECT work_id, kind, at, payload FROM events WHERE kind IN (?,?,?) ORDER BY seq",
+             (goal_timer.START, goal_timer.SEEN, goal_timer.STOP))])
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
         raise Unreadable(f"recovery_failed_storage_unavailable: {exc} (actions: retry, restore_backup)") from exc
@@ -127,17 +131,23 @@ def snapshot(data_dir: Path) -> dict:
             "work_id": w["work_id"], "session_id": w["session_id"], "kind": w["kind"],
             "desired_state": w["desired_state"], "control_version": w["control_version"], "status": status,
             "reason_code": reason, "recovery_policy": w["recovery_policy"], "host_id": w["host_id"],
-            "parent_id": w["parent_id"], "inputs": by_work.get(w["work_id"], []), "last_progress": w["last_progress"]})
+            "parent_id": w["parent_id"], "inputs": by_work.get(w["work_id"], []), "last_progress": w["last_progress"],
+            "provenance": w["provenance"]})
     timer_waits = [{"handle": f"timer:{w['retry_at']:.3f}", "work_id": w["work_id"], "observed_version":
                     str(w["control_version"]), "consumption_key": f"{w['work_id']}:retry:{w['retry_count']}",
                     "consumed": w["retry_at"] <= now()}
                    for w in items if w["status"] == "waiting" and w["reason_code"] == "retry_scheduled"
                    and w["retry_at"] is not None]
     goal_by_work = {g["work_id"]: g for g in goal_rows}
+    reqs_by_goal: dict[str, list[dict]] = {}
+    for r in req_rows:
+        reqs_by_goal.setdefault(r["goal_id"], []).append(r)
+    active = goal_timer.fold(timer_rows)
     return {
         "work_items": work_items,
         "goals": snapshot_goals(goal_rows, {w["work_id"]: w for w in items},
-                                {a["goal_id"]: a for a in accepted}),
+                                {a["goal_id"]: a for a in accepted}, reqs_by_goal,
+                                {g["goal_id"]: active.get(g["work_id"], 0.0) for g in goal_rows}),
         "turns": [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["continuation_key"],
                    "predecessor": t["predecessor"], "status": t["status"]} for t in turns],
         "tool_calls": [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"],
@@ -153,7 +163,7 @@ def snapshot(data_dir: Path) -> dict:
                             **receipt_attribution(r, goal_by_work),
                             "prompt_tokens": r["prompt_tokens"] if r["state"] in ("known", "partial") else None,
                             "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
-                            "usage": _USAGE_STATES[r["state"]]} for r in receipts],
+                            "usage": _USAGE_STATES[r["state"]], "job_id": r.get("job_id")} for r in receipts],
         "leases": [{"work_id": lease["work_id"], "owner": {"host_id": lease["host_id"], "pid": lease["pid"],
                                                           "create_time": lease["create_time"]},
                     "generation": lease["generation"], "expires_at": None} for lease in leases],
@@ -170,14 +180,20 @@ def snapshot(data_dir: Path) -> dict:
 
 def pending(data_dir: Path, host_id: str | None = None) -> list[dict]:
     """Work items still running or runnable (for quiesce); a scheduled retry will run by itself, so it counts, and
-    so does a wait on an external operation (reconciliation goes on polling it until it ends)."""
+    so does a wait on an external operation (reconciliation goes on polling it until it ends). A blocked Goal also
+    waits on a dependency, but on none the runtime polls: only the user's Resume moves it, so it is quiet."""
     db = data_dir / "runtime.db"
     if not db.exists() or storage_state(data_dir)["state"] != "ok":
         return []  # nothing runs on a store it cannot read until the user acts (Retry): nothing is pending
     items, owned = _read_many(db, [
         ("SELECT work_id, status FROM work_items WHERE desired_state='run' AND"
-         " (status IN ('queued','running') OR (status='waiting' AND reason_code IN ('retry_scheduled',"
-         " 'waiting_dependency')))"
+         " (status IN ('queued','running') OR (status='waiting' AND (reason_code='retry_scheduled' OR"
+         " (reason_code='waiting_dependency' AND EXISTS (SELECT 1 FROM waits x WHERE x.work_id=work_items.work_id"
+         " AND x.status='waiting')))) OR (status='waiting' AND reason_code='waiting_child' AND EXISTS ("
+         # a Job goes on by itself while a subtask is unstarted, running, or finished and not delivered yet
+         "SELECT 1 FROM job_subtasks s LEFT JOIN work_items c ON c.work_id = s.child_id WHERE"
+         " s.job_id = work_items.work_id AND s.delivered_at IS NULL AND (s.child_id IS NULL OR"
+         " c.desired_state IN ('run', 'done')))))"
          " ORDER BY created_at", ()),
         ("SELECT w.work_id, w.status, w.reason_code, l.host_id, l.pid, l.create_time FROM leases l"
          " JOIN work_items w USING (work_id) WHERE l.released=0", ())])

@@ -123,6 +123,20 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
         request_id TEXT, outcome TEXT NOT NULL, verdicts TEXT NOT NULL, valid INTEGER NOT NULL DEFAULT 1,
         created_at REAL NOT NULL);
     """,
+    # 4: a Goal's hard limit of active time (impl/goal_timer.py keeps the time)
+    """
+    ALTER TABLE goals ADD COLUMN max_active_s REAL;
+    """,
+    # 5: background Jobs (impl/jobs.py): the authorized subtasks, the concurrency quota, the caller's provenance
+    """
+    ALTER TABLE work_items ADD COLUMN provenance TEXT;
+    CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY, client_job_id TEXT NOT NULL UNIQUE, caller_work_id TEXT NOT NULL,
+        quota INTEGER NOT NULL, created_at REAL NOT NULL);
+    CREATE TABLE job_subtasks (
+        job_id TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL, child_id TEXT UNIQUE, started_at REAL,
+        delivered_at REAL, PRIMARY KEY (job_id, idx));
+    """,
 )
 
 USAGE_MIGRATIONS: tuple[str, ...] = (
@@ -133,6 +147,10 @@ USAGE_MIGRATIONS: tuple[str, ...] = (
         objective_revision INTEGER, state TEXT NOT NULL,
         prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER,
         watermark_chunks INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, settled_at REAL);
+    """,
+    # 2: the Job a receipt's attempt belongs to (impl/jobs.py), saved at dispatch
+    """
+    ALTER TABLE receipts ADD COLUMN job_id TEXT;
     """,
 )
 

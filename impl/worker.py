@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from . import approvals, goals, recovery, task_runner, waits
+from . import approvals, goals, jobs, recovery, task_runner, waits
 from .config import Config
 from .engine import Ctx, Interrupted, finish, internal_fault, provider_step, release, run_call
 from .failpoints import failpoint
@@ -112,9 +112,11 @@ class Worker:
         busy_sessions: set[str] = set()
         out = []
         for item in sorted(items, key=lambda i: i["created_at"]):
-            if item["session_id"] in busy_sessions:
-                continue  # one request at a time per session, in order
-            busy_sessions.add(item["session_id"])
+            # one request at a time per session, in order; a Job and each of its subtasks run on their own
+            lane = item["work_id"] if item["kind"] == "job" else item["session_id"]
+            if lane in busy_sessions:
+                continue
+            busy_sessions.add(lane)
             out.append(item)
         order = {i["work_id"]: n for n, i in enumerate(items)}
         return sorted(out, key=lambda i: order[i["work_id"]])
@@ -123,6 +125,7 @@ class Worker:
         """Claim one runnable item and run it; False when there was nothing to claim."""
         if task_runner.step(self.cfg, self.ctx.me):  # Paperclip task runs (profile paperclip_retry)
             return True
+        jobs.wake(self.ctx.db)  # a Job with a child's result to take or a free slot for a subtask (profile jobs)
         for item in self.candidates():
             if self.stop:
                 return False
@@ -161,6 +164,9 @@ class Worker:
             if item["kind"] == "goal":  # the same claim and recovery; the Goal's own turns and acceptance
                 goals.run(ctx, item, gen, turn, recovering, self._project)
                 return
+            if turn is None and item["kind"] == "job" and jobs.is_job(ctx.db, work_id) \
+                    and jobs.advance(ctx, item, gen):
+                return  # waiting for its subtasks; the lease is released
             if turn is None:
                 turn = recovery.admit(ctx, item, gen, recovering)
             if turn["status"] != "active":  # never expected; a bounded retry, not a silent stall or a spin

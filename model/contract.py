@@ -463,10 +463,10 @@ CLAUSES: tuple[Clause, ...] = (
        "approval and erases no old effect.",
        "Durable approval binds to the new tool call and unknown-effect set; changes to that set require fresh "
        "approval and do not erase old effects."),
-    _c("APR-04", _S, _APR, "MLC", SEED_000, SAFE,
+    _c("APR-04", _S, _APR, "MLCH", SEED_000, SAFE,
        "Execution is rejected when recovery state cannot be read.",
        "Reject execution if recovery state cannot be read."),
-    _c("APR-05", _S, _APR, "ML", SEED_000, SAFE,
+    _c("APR-05", _S, _APR, "MLH", SEED_000, SAFE,
        "The recovery permission check alone neither changes old execution state nor enables Resume.",
        "it does not independently change old execution state or enable Resume"),
     _c("APR-06", _S, _APR, "MLCH", SEED_003, ZH_FAIL,
@@ -507,7 +507,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("GOAL-02", _S, _GOALS, "MLH", SEED_000, LAYER,
        "A revision or permission change invalidates earlier acceptance and automatic-continuation reservations.",
        "Revision or permission changes invalidate old acceptance and automatic-continuation reservations"),
-    _c("GOAL-03", _S, _GOALS, "ML", SEED_000, ARC,
+    _c("GOAL-03", _S, _GOALS, "MLH", SEED_000, ARC,
        "A Goal's after-terminal hook submits continuation requests only for the current version.",
        "Goal.after_terminal submits continuation requests only for the current version."),
     _c("GOAL-04", _S, _GOALS, "MLCH", SEED_000, TODO,
@@ -524,13 +524,13 @@ CLAUSES: tuple[Clause, ...] = (
        "A Goal enters blocked only when the same real blocker recurs consecutively and no independent work is "
        "available.",
        "Enter blocked only when the same real blocker recurs consecutively and no independent work is available."),
-    _c("GOAL-08", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("GOAL-08", _S, _GOALS, "MLH", SEED_000, TODO,
        "A Goal waiting on a live handle is in phase waiting and makes no idle model turns.",
        "Waiting with a live handle enters waiting without idle model turns."),
     _c("GOAL-09", _S, _GOALS, "MLH", SEED_000, TODO,
        "A round count is never evidence of blocking or completion, and there is no default round cap.",
        "A fixed total round count is not evidence of blocking or completion."),
-    _c("GOAL-10", _S, _GOALS, "L", SEED_000, GOALUI,
+    _c("GOAL-10", _S, _GOALS, "LH", SEED_000, GOALUI,
        "Each terminal Goal record keeps its own snapshot and transcript anchor; a later Goal never replaces it.",
        "Each record carries its own Goal snapshot and transcript anchor; a later Goal cannot replace its contents."),
     _c("GOAL-11", _S, _GOALS, "ML", SEED_000, GOALUI,
@@ -541,7 +541,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-01", _S, _GOALS, "MLH", SEED_000, TODO,
        "Goal creation preserves the original objective and extracts verifiable requirements from it.",
        "At creation, preserve the original objective and extract verifiable requirements"),
-    _c("ACC-02", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-02", _S, _GOALS, "MLH", SEED_000, TODO,
        "Every necessary requirement has an evidence checkpoint; adding or removing Todo items never removes an "
        "original requirement.",
        "adding or removing Todo must not implicitly remove original requirements"),
@@ -560,10 +560,10 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-06", _S, _GOALS, "MLH", SEED_000, TODO,
        "The worker's completion text is never an acceptance fact.",
        "The worker's completion text is not an acceptance fact."),
-    _c("ACC-07", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-07", _S, _GOALS, "MLH", SEED_000, TODO,
        "Acceptance returns met, unmet or unknown with evidence references for each requirement.",
        "Acceptance returns met / unmet / unknown and evidence references for each requirement."),
-    _c("ACC-08", _S, _GOALS, "L", SEED_000, TODO,
+    _c("ACC-08", _S, _GOALS, "LH", SEED_000, TODO,
        "Evidence for a controlled artifact carries a version number or content digest; an external fact carries its "
        "verification time and query receipt.",
        "Controlled artifacts use version numbers or content digests"),
@@ -573,7 +573,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("ACC-10", _S, _GOALS, "MLH", SEED_000, TODO,
        "Missing evidence returns the Goal to another work turn, never to a fabricated acceptance.",
        "Missing evidence returns to another work turn rather than fabricated acceptance."),
-    _c("ACC-11", _S, _GOALS, "ML", SEED_000, TODO,
+    _c("ACC-11", _S, _GOALS, "MLH", SEED_000, TODO,
        "A human waiver is an explicit objective revision with a reason; the agent never reduces scope itself.",
        "Human waivers must be explicit objective revisions with reasons; the agent cannot reduce scope itself."),
 
@@ -610,19 +610,19 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-10", _S, _CHAT, "MLH", SEED_000, COST,
        "Estimates, known values and unknown usage are kept apart; unknown usage stays unknown, never zero.",
        "Display estimates, known values, and partial unknowns separately"),
-    _c("USG-11", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-11", _S, _GOALS, "MLH", SEED_000, COST,
        "Active time accumulates from durable start/stop records, excludes pauses and downtime and is not reset by "
        "recovery.",
        "Accumulate active time from durable start/stop records, excluding pauses and downtime and without resetting "
        "on recovery.", restarts=(_RK.LONG_DOWNTIME,)),
-    _c("USG-12", _S, _GOALS, "MC", SEED_000, COST,
+    _c("USG-12", _S, _GOALS, "MCH", SEED_000, COST,
        "When an executor disappears its last heartbeat is kept; the time the crash was discovered is never recorded "
        "as its stop time.",
        "crash-discovery time is not stop time", restarts=_KILLS),
     _c("USG-13", _S, _GOALS, "ML", SEED_000, COST,
        "Late usage does not restart a paused timer.",
        "Late usage does not restart paused timers."),
-    _c("USG-14", _S, _GOALS, "ML", SEED_000, COST,
+    _c("USG-14", _S, _GOALS, "MLH", SEED_000, COST,
        "If an explicit time limit cannot be verified new admission stops; no default limit is added.",
        "If an explicit time limit cannot be verified, stop new admission without adding a default limit."),
     _c("USG-15", _S, _GOALS, "MLH", SEED_000, COST,
@@ -646,21 +646,21 @@ CLAUSES: tuple[Clause, ...] = (
        "Expired unstarted reservations cannot dispatch; started requests are not automatically released."),
 
     # ---- Background Jobs
-    _c("JOB-01", _S, _JOBS, "MLC", SEED_000, ARC,
+    _c("JOB-01", _S, _JOBS, "MLCH", SEED_000, ARC,
        "Background work keeps its prior authorization and concurrency quota; a restart authorizes no additional "
        "subtasks.",
        "Background work retains its prior authorization and concurrency quota; restart does not authorize additional "
        "subtasks."),
-    _c("JOB-02", _S, _JOBS, "MLC", SEED_000, COST,
+    _c("JOB-02", _S, _JOBS, "MLCH", SEED_000, COST,
        "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup, "
        "and clear unrelated temporary attribution.",
        "Background Jobs save Goal identity at the real active caller's admission boundary, restore it at startup, "
        "and clear unrelated temporary attribution."),
-    _c("JOB-03", _S, _JOBS, "ML", SEED_000, COST,
+    _c("JOB-03", _S, _JOBS, "MLH", SEED_000, COST,
        "A cross-session call keeps the original caller's provenance without creating a cross-session canonical "
        "parent.",
        "Cross-session calls preserve original caller provenance without creating a cross-session canonical parent."),
-    _c("JOB-04", _S, _JOBS, "MC", SEED_000, COST,
+    _c("JOB-04", _S, _JOBS, "MCH", SEED_000, COST,
        "Receipts save the Job's reservation identity, so metering is rebuilt after restart without an in-memory "
        "governor.",
        "receipts save Job reservation identity so metering can be reconstructed without an in-memory governor after "
@@ -905,7 +905,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A crash before result commit leaves the effect recorded as unknown or the real result recovered; after "
        "commit the committed result is used; the effect is never repeated.",
        "before/after result commit", points=_RESULT, restarts=_KILLS),
-    _c("FA-07", _S, _JOBS, "C", SEED_003, ZH_FAIL,
+    _c("FA-07", _S, _JOBS, "CH", SEED_003, ZH_FAIL,
        "A crash during parent/child delivery delivers the child's result to the parent exactly once.",
        "父子消息投递中", points=("child.delivery.before", "child.delivery.after"), restarts=_KILLS),
     _c("FA-08", _S, _GOALS, "CH", SEED_000, FAIL,
@@ -1073,6 +1073,25 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
         "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
         observable=True),
+    # --- approvals profile: what checks_approvals does not judge yet, and why
+    "EFF-04": NotJudged(
+        "Which writes a runtime counts as related to an unknown effect is its own determination; the kit's "
+        "scenarios put every write of the conversation in the effect's scope, where keeping the approval and the "
+        "restriction shows as APR-02, APR-03 and APR-07 and, for a runtime that refuses, EFF-08. Telling a runtime "
+        "that drops them for a related write from one that rightly judged a write unrelated needs a scenario with "
+        "writes of known relevance (the same target as the unknown write, and another), which the probes lack.",
+        observable=True),
+    "EFF-09": NotJudged(
+        "The visible symptom, a write in an unknown effect's scope run without reconciliation or the user's "
+        "approval, is APR-02's (EFF-08's for a runtime that refuses; one bug, one clause: D21). What EFF-09 adds, "
+        "that a runtime's relevance determination is reliable, needs the same writes of known relevance as EFF-04.",
+        observable=True),
+    # --- Jobs profile (D41): what checks_jobs cannot judge, and why
+    "REC-08": NotJudged(
+        "Whether the server or the JobRunner took a recovery decision, and through which entry point, is internal: "
+        "one decision taken twice by the same code looks the same as two taken independently until they disagree, "
+        "and what a disagreement does is judged where it shows: one owner per work item (OWN clauses), no subtask "
+        "started again and the quota held (JOB-01), each child's result delivered once (FA-07).", observable=False),
     # --- Goal profile (D22): what checks_goals cannot judge yet, and why
     "REC-16": NotJudged(
         "Which code path a runtime recovers a Goal through is internal; what a shared entry point guarantees, a "
@@ -1082,47 +1101,22 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "That the terminal record is written in the same transaction as the state is internal; its visible "
         "consequence, achieved only for the Goal version its acceptance judged, is judged as GOAL-04 and GOAL-05.",
         observable=False),
-    "GOAL-03": NotJudged(
-        "The after-terminal hook's continuation requests show only with a continuation the kit could tell from a "
-        "new turn; the snapshot has no continuation reservations, and a revision's invalidation of acceptance is "
-        "judged as GOAL-02.", observable=True),
-    "GOAL-08": NotJudged(
-        "A live wait needs the kit's scripted external operation (profile waits); no Goal scenario waits on one "
-        "yet, so a model turn while a Goal waits is never provoked.", observable=True),
-    "GOAL-10": NotJudged(
-        "The snapshot's goals section (protocol 1.3) has no terminal record or transcript anchor to compare across "
-        "Goals; it needs an additive field first.", observable=True),
-    "ACC-02": NotJudged(
-        "The snapshot does not carry a Goal's requirements or Todo items, so a requirement dropped with a Todo item "
-        "cannot be seen; it needs an additive requirements section first.", observable=True),
-    "ACC-07": NotJudged(
-        "The snapshot's acceptance is one value for the whole Goal, not per requirement with evidence references; "
-        "what the verifier said per requirement is the kit's own script, and achieved on it is judged as ACC-10.",
-        observable=True),
-    "ACC-08": NotJudged(
-        "The versions or digests a runtime attaches to its evidence are not in the snapshot; a changed artifact the "
-        "kit could rewrite between review and commit needs a probe tool that versions a file, which the kit lacks.",
-        observable=True),
-    "ACC-11": NotJudged(
-        "A waiver shows only as requirements the revision drops, and the snapshot carries no requirements (see "
-        "ACC-02); a revision's reason is accepted by goal_update but not observable afterwards.", observable=True),
     "CTL-06": NotJudged(
-        "A continuation key is opaque to the kit (the protocol compares it for equality only); that it binds the "
-        "revision shows as GOAL-02 (an old acceptance never achieves a new revision).", observable=True),
+        "A continuation key is opaque to the kit (the protocol compares it for equality only), and a key that "
+        "failed to bind the revision or the previous turn shows only if two continuations meet on it, which a key "
+        "that also binds the transcript (as the reference's does) never lets happen; its visible consequence, a "
+        "continuation sent for a version no longer current, is judged as GOAL-03, and an old acceptance never "
+        "achieving a new revision as GOAL-02.", observable=True),
     "USG-06": NotJudged(
-        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null); a receipt written "
-        "before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
-    "USG-11": NotJudged(
-        "Active time is not in the snapshot; it needs an additive field and a kit clock jump across a pause.",
-        observable=True),
-    "USG-12": NotJudged(
-        "An executor's last heartbeat and stop time are not in the snapshot; it needs an additive field first.",
-        observable=True),
+        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null, and the reference "
+        "derives spend from its receipts at every admission, so it keeps no projection that could run ahead); a "
+        "receipt written before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
     "USG-13": NotJudged(
-        "Active time is not in the snapshot (see USG-11), so a timer restarted by late usage cannot be seen.",
-        observable=True),
-    "USG-14": NotJudged(
-        "BudgetLimit has no time limit in protocol 1.3; goal_create cannot set one to be verified.", observable=True),
+        "Late usage reaches a paused Goal only as the response of a request in flight at the Pause, which the "
+        "worker that sent it settles before it lets go; a timer that usage restarted is closed by that same worker "
+        "moments later, below what two observations of active_time_s can tell apart from the Pause itself. The kit "
+        "has no operation that delivers a receipt after the worker let go (see CTX-05); what a paused Goal's timer "
+        "does is judged as USG-11 (active time stands still while paused).", observable=True),
 }
 
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
