@@ -6,7 +6,8 @@ show. The kit saw the real work. Its provider's ledger says whether the item's s
 delivered, and its probes' witness log says whether a tool call the provider handed to the item ever ran.
 
 - REC-10 (fabricated success): every item observed ``finished`` had the final step of one of its scripts
-  delivered by the provider, and every probe call delivered to it that the runtime shows with a committed
+  delivered by the provider (or an answer to a request sent after its last acknowledged input: two inputs
+  answered in one turn, or a second input a kill cut before it landed), and every probe call delivered to it that the runtime shows with a committed
   result really ran (a witness execution carries its token). A call shown as never started or unknown is not
   fabricated success; it is judged by FA-05 / EFF-01.
 
@@ -31,6 +32,10 @@ def check_no_fabricated_success(ev: Evidence) -> list[ClauseResult]:
         scripts.setdefault(work_id, set()).add(script_id)
     ledger = calls(ev.ledger)
     ran = {_logical_call(e.probe_token) for e in ev.witness.executions} if ev.witness is not None else None
+    acked: dict[str, float] = {}  # work_id -> when the kit's last acknowledged input of it was acknowledged
+    for invoke, done in ev.history.completions():
+        if invoke.f == "submit" and done is not None and done.type == "ok" and done.value.get("work_id"):
+            acked[done.value["work_id"]] = max(acked.get(done.value["work_id"], 0.0), done.time)
     problems, judged = [], 0
     for item in final.snapshot.get("work_items") or []:
         mine = scripts.get(item["work_id"])
@@ -38,9 +43,14 @@ def check_no_fabricated_success(ev: Evidence) -> list[ClauseResult]:
             continue
         judged += 1
         attempts = [c for c in ledger if c.request.get("script_id") in mine]
+        # the script's final step delivered; or an answer (no tool call) delivered to a request sent after the
+        # item's last acknowledged input: a runtime may answer two inputs in one turn, or an input a kill cut off
+        # may never have landed, so the script's later steps are then never asked for
+        last_input = acked.get(item["work_id"])
         answered = [c for c in attempts if c.delivered and c.request.get("script_steps") is not None
-                    and c.request.get("step") == c.request["script_steps"] - 1
-                    and not c.response.get("probe_tokens")]
+                    and not c.response.get("probe_tokens")
+                    and (c.request.get("step") == c.request["script_steps"] - 1
+                         or (last_input is not None and float(c.request.get("time", 0)) > last_input))]
         if not answered:
             problems.append(f"{item['work_id']} is finished, but the provider never delivered the final answer of "
                             f"its script{'s' if len(mine) > 1 else ''} {', '.join(sorted(mine))} "

@@ -97,7 +97,19 @@ def test_finished_with_its_final_answer_delivered_holds_rec10():
 
 
 def test_finished_without_its_final_model_call_breaks_rec10():
+    # step 0 handed the item a tool call; the answer after it was never asked for
+    ev = Evidence(_run({"status": "finished", "desired_state": "done"}), _ledger(False, tokens=["t1.0.1.0"]),
+                  WitnessLog([], [], None))
+    assert _v(check_no_fabricated_success(ev)) == {"REC-10": Verdict.INVALID}
+
+
+def test_an_answer_after_the_last_acknowledged_input_is_the_items_final_answer():
+    """A script with one step per input: the second input was cut by a kill before it landed (or answered together
+    with the first), so step 1 is never asked for; the answer to the only input is the item's final answer."""
     ev = Evidence(_run({"status": "finished", "desired_state": "done"}), _ledger(False), WitnessLog([], [], None))
+    assert _v(check_no_fabricated_success(ev)) == {"REC-10": Verdict.VALID}
+    late = [{**r, "time": 0.5} for r in _ledger(False)]  # sent before the input it would answer was acknowledged
+    ev = Evidence(_run({"status": "finished", "desired_state": "done"}), late, WitnessLog([], [], None))
     assert _v(check_no_fabricated_success(ev)) == {"REC-10": Verdict.INVALID}
 
 
