@@ -7,9 +7,9 @@ delivered, and its probes' witness log says whether a tool call the provider han
 
 - REC-10 (fabricated success): every item observed ``finished`` had the final step of one of its scripts
   delivered by the provider (or an answer to a request sent after its last acknowledged input: two inputs
-  answered in one turn, or a second input a kill cut before it landed), and every probe call delivered to it that the runtime shows with a committed
-  result really ran (a witness execution carries its token). A call shown as never started or unknown is not
-  fabricated success; it is judged by FA-05 / EFF-01.
+  answered in one turn, or a second input a kill cut before it landed), and every probe call delivered to it
+  that the runtime shows with a committed result really ran (a witness execution carries its token). A call
+  shown as never started or unknown is not fabricated success; it is judged by FA-05 / EFF-01.
 
 An item with no script the kit can map, or a run with no finished item, says nothing: unknown.
 """
