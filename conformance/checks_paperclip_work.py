@@ -216,8 +216,11 @@ def check_unknown_admission_reconciled(ev: Evidence) -> list[ClauseResult]:
         if done is not None and done.type in ("ok", "fail"):
             continue  # a known outcome
         key = inv.value.get("idempotency_key")
+        # the next send of the key the runtime answered: not one cut again (unknown), nor one refused because the
+        # runtime was not running then (`temporarily_unavailable`: it never reached the runtime's admission)
         again = next(((i, d) for i, d in sent if i.index > inv.index and i.value.get("idempotency_key") == key
-                      and d is not None), None)
+                      and d is not None and (d.type == "ok" or (d.type == "fail" and d.value.get("code")
+                                                                 != "temporarily_unavailable"))), None)
         if again is None:
             continue
         i2, d2 = again
