@@ -28,6 +28,7 @@ from collections import defaultdict
 from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, _result, kit_evidence
+from recoverykit.conformance.checks_waits import paused_spans
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.witness import Execution
@@ -238,22 +239,6 @@ def check_unreadable_state(ev: Evidence) -> list[ClauseResult]:
                       f"{judged} storage fault(s) after an approval: no write needing one ran meanwhile")
 
 
-def _paused(ev: Evidence, work_id: str | None) -> list[tuple[float, float]]:
-    """(from, to): the user's Pause of ``work_id`` acknowledged, until the next Resume was sent."""
-    spans, since = [], None
-    for invoke, done in ev.history.completions():
-        if invoke.value.get("work_id") != work_id:
-            continue
-        if invoke.f == "pause" and done is not None and done.type == "ok" and since is None:
-            since = done.time
-        elif invoke.f in ("resume", "end") and since is not None:
-            spans.append((since, invoke.time))
-            since = None
-    if since is not None:
-        spans.append((since, float("inf")))
-    return spans
-
-
 @kit_evidence
 def check_decision_resumes_nothing(ev: Evidence) -> list[ClauseResult]:
     """APR-05 from the kit's history, the witness log and the provider's ledger: the user's decision on an
@@ -268,7 +253,7 @@ def check_decision_resumes_nothing(ev: Evidence) -> list[ClauseResult]:
         for approval_id, times in decisions(ev, name).items():
             work = (seen.get(approval_id) or {}).get("work_id")
             sid = script_of.get(work)
-            for a, b in _paused(ev, work):
+            for a, b in paused_spans(ev, work, ended_by=("resume", "end")):
                 decided = [t for t in times if a <= t < b]
                 if not decided or sid is None:
                     continue

@@ -100,15 +100,16 @@ def _external(ev: Evidence, e: Execution) -> bool:
         or any(i.f == "notify" and i.value.get("handle") == f"op-{e.probe_token}" for i, _ in ev.history.completions())
 
 
-def _paused(ev: Evidence, work_id: str | None) -> list[tuple[float, float]]:
-    """(from, to): the user's Pause acknowledged until the next Resume was sent, for ``work_id``."""
+def paused_spans(ev: Evidence, work_id: str | None, ended_by: tuple[str, ...] = ("resume",)
+                 ) -> list[tuple[float, float]]:
+    """(from, to): the user's Pause of ``work_id`` acknowledged, until the next of ``ended_by`` was sent."""
     spans, since = [], None
     for invoke, done in ev.history.completions():
         if invoke.value.get("work_id") != work_id:
             continue
         if invoke.f == "pause" and done is not None and done.type == "ok" and since is None:
             since = done.time
-        elif invoke.f == "resume" and since is not None:
+        elif invoke.f in ended_by and since is not None:
             spans.append((since, invoke.time))
             since = None
     if since is not None:
@@ -145,7 +146,7 @@ def check_continuations(ev: Evidence) -> list[ClauseResult]:
             problems["WAIT-02"].append(f"{w.handle}: the continuation was admitted {w.delivered} times")
         if w.hung_at < INF:
             judged["WAIT-06"] += 1
-        for start, end in _paused(ev, work_of.get(w.script)):
+        for start, end in paused_spans(ev, work_of.get(w.script)):
             notified_then = start <= w.done_at < end
             if not notified_then:
                 continue
