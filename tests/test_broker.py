@@ -15,6 +15,7 @@ from recoverykit.errors import InvalidArgument
 
 def _send(path: str, payload: dict | bytes, wait: bool = False) -> dict | None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)  # a broker that never answers fails the test instead of hanging it
         conn.connect(path)
         conn.sendall(payload if isinstance(payload, bytes) else (json.dumps(payload) + "\n").encode())
         if not wait:
