@@ -141,7 +141,8 @@ def _commit_op(conn: Any, sql: Any) -> str | None:
         return "COMMIT" if conn.in_transaction else None
     if conn.in_transaction:
         return None
-    if (word in _DML and conn.isolation_level is None) or word in _DDL:
+    autocommits = conn.isolation_level is None or getattr(conn, "autocommit", None) is True  # 3.12's autocommit
+    if (word in _DML and autocommits) or word in _DDL:
         return f"autocommit {word}"
     return None
 
