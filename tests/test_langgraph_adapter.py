@@ -39,7 +39,8 @@ def test_certify_ends_in_a_verdict_and_finds_the_rerun_tool(tmp_path):
 
 
 @pytest.mark.parametrize("script", ["repro_fa15_tool_rerun.py", "repro_ctx11_duplicate_call_ids.py",
-                                    "repro_usg01_attribution_after_response.py", "repro_own03_any_host_resumes.py"])
+                                    "repro_usg01_attribution_after_response.py", "repro_own03_any_host_resumes.py",
+                                    "repro_async_checkpoint_durability.py"])
 def test_each_true_finding_reproduces_without_the_kit(script, tmp_path):
     result = subprocess.run([sys.executable, str(HERE / script)], capture_output=True, text=True, timeout=120,
                             env={"REPRO_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
