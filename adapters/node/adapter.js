@@ -13,7 +13,7 @@ const path = require('node:path');
 const readline = require('node:readline');
 const crypto = require('node:crypto');
 const { spawn } = require('node:child_process');
-const { Store, now } = require('./store');
+const { Store, addMessage, now } = require('./store');
 const { createTime, alive, sleep } = require('./proc');
 
 const PROTOCOL = '1.3';
@@ -154,8 +154,10 @@ class Runtime {
       if (known) return { work_id: known.work_id, input_id: known.input_id };
       const workId = newId('w');
       const inputId = newId('in');
-      s.work.push({ work_id: workId, session_id: req.session_id, desired: 'run', status: 'queued', reason: 'queued',
-        cv: 1, host_id: this.env.host_id, messages: [{ role: 'user', content: req.text }], created: now(), progress: 0 });
+      const item = { work_id: workId, session_id: req.session_id, desired: 'run', status: 'queued', reason: 'queued',
+        cv: 1, host_id: this.env.host_id, created: now(), progress: 0 };
+      s.work.push(item);
+      addMessage(s, item, { role: 'user', content: req.text });
       s.inputs.push({ input_id: inputId, client_msg_id: req.client_msg_id, work_id: workId, text: req.text, at: now() });
       return { work_id: workId, input_id: inputId };
     });

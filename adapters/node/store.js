@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { createTime, alive, sleepSync } = require('./proc');
 
-const SECTIONS = ['work', 'inputs', 'turns', 'tool_calls', 'receipts', 'leases'];
+const SECTIONS = ['work', 'inputs', 'messages', 'turns', 'tool_calls', 'receipts', 'leases'];
 
 class Store {
   constructor(dataDir) {
@@ -97,8 +97,14 @@ class Store {
   }
 }
 
+// A message of a session's conversation (user inputs, answers, tool results), in commit order.
+function addMessage(state, item, message) {
+  state.next_seq = (state.next_seq || 0) + 1;
+  state.messages.push({ ...message, seq: state.next_seq, session_id: item.session_id, work_id: item.work_id });
+}
+
 function now() {
   return Date.now() / 1000;
 }
 
-module.exports = { Store, now };
+module.exports = { Store, addMessage, now };

@@ -10,7 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const http = require('node:http');
 const { spawn } = require('node:child_process');
-const { Store, now } = require('./store');
+const { Store, addMessage, now } = require('./store');
 const { failpoint } = require('./failpoint');
 const { createTime, alive, sleep } = require('./proc');
 
@@ -146,12 +146,12 @@ class Worker {
       });
       return;
     }
-    const assistant = { role: 'assistant', content: reply.text || null };
+    const assistant = { role: 'assistant', content: reply.text || null, request_id: requestId };
     if (reply.tool_calls.length) assistant.tool_calls = reply.tool_calls;
     const tools = this.tools();
     this.store.tx((s) => {
       const row = this.current(s, item);
-      row.messages.push(assistant);
+      addMessage(s, row, assistant);
       row.progress += 1;
       for (const call of reply.tool_calls) {
         const name = call.function.name;
@@ -174,7 +174,7 @@ class Worker {
         { prompt: cut.usage[0], completion: cut.usage[1], usage: 'partial' }));
     }
     if (cut.text) {
-      this.store.tx((s) => this.current(s, item).messages.push(
+      this.store.tx((s) => addMessage(s, this.current(s, item),
         { role: 'assistant', content: `${cut.text} [interrupted]` }));
     }
   }
@@ -261,8 +261,7 @@ class Worker {
     await failpoint('tool.result.commit.before', item.work_id);
     this.store.tx((s) => {
       const row = find(s.work, 'work_id', item.work_id);
-      row.messages.push({ role: 'tool', tool_call_id: call.call_id.split('~').slice(1).join('~'),
-        content: result === null ? UNKNOWN_RESULT : result });
+      addMessage(s, row, { role: 'tool', call_key: call.call_id, content: result === null ? UNKNOWN_RESULT : result });
       row.progress += 1;
       const status = refused ? 'refused' : result === null ? 'outcome_unknown' : 'result_committed';
       Object.assign(find(s.tool_calls, 'call_id', call.call_id), { status, repair_key: repair });
@@ -273,7 +272,7 @@ class Worker {
   callProvider(s, item, requestId) {
     const cfg = this.config();
     const url = new URL(`${cfg.provider_base_url.replace(/\/$/, '')}/chat/completions`);
-    const messages = this.current(s, item).messages;
+    const messages = conversation(s, this.current(s, item).session_id);
     const body = JSON.stringify({ model: cfg.model || 'node-mini', messages, stream: true,
       stream_options: { include_usage: true } });
     const headers = { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body),
@@ -290,6 +289,26 @@ class Worker {
       });
     });
   }
+}
+
+// What the model is sent: the session's whole conversation in commit order, so an input acknowledged while
+// earlier work of its session is under way reaches the model with the next request (steer, CTL-05). Each
+// assistant message asking for tools is followed at once by the results of exactly those calls.
+function conversation(s, sessionId) {
+  const own = s.messages.filter((m) => m.session_id === sessionId).sort((a, b) => a.seq - b.seq);
+  const results = new Map(own.filter((m) => m.role === 'tool').map((m) => [m.call_key, m.content]));
+  const out = [];
+  for (const m of own) {
+    if (m.role === 'user') out.push({ role: 'user', content: m.content });
+    if (m.role !== 'assistant') continue;
+    out.push(m.tool_calls ? { role: 'assistant', content: m.content, tool_calls: m.tool_calls }
+      : { role: 'assistant', content: m.content });
+    for (const call of m.tool_calls || []) {
+      const content = results.get(`${m.request_id}~${call.id}`) ?? '[no result: this call did not run]';
+      out.push({ role: 'tool', tool_call_id: call.id, content });
+    }
+  }
+  return out;
 }
 
 function readStream(resp) {
