@@ -15,6 +15,8 @@ const { failpoint } = require('./failpoint');
 const { createTime, alive, sleep } = require('./proc');
 
 const POLL_MS = 30;
+const BACKOFF_S = 0.25; // the first retry's wait after a temporary provider fault; doubled per fault after it
+const MAX_BACKOFF_S = 8;
 const SAFE = new Set(['read_only', 'state_probe']); // what may run while an earlier write's outcome is unknown
 const UNKNOWN_RESULT = "[outcome unknown: the tool's process ended before its result was committed; "
   + 'do not repeat the write]';
@@ -73,15 +75,36 @@ class Worker {
         await this.step(this.claim(item));
       } catch (err) {
         if (err instanceof Stale) continue;
-        process.stderr.write(`node-mini-worker: step of ${item.work_id} failed: ${err.message}; retrying\n`);
-        await sleep(300);
+        this.fault(item, err);
       }
     }
   }
 
+  // A failed step: a refusal that will not change (HTTP 4xx but 408/409/429) holds the item with its reason;
+  // anything else (a cut stream, a 5xx, a refused connection) is retried at a durable time with bounded backoff.
+  fault(item, err) {
+    const permanent = err.status !== undefined && err.status < 500 && ![408, 409, 429].includes(err.status);
+    process.stderr.write(`node-mini-worker: step of ${item.work_id} failed: ${err.message}; `
+      + `${permanent ? 'held' : 'retry scheduled'}\n`);
+    this.store.tx((s) => {
+      const row = find(s.work, 'work_id', item.work_id);
+      if (row.desired !== 'run' || row.cv !== item.cv) return;
+      if (permanent) {
+        Object.assign(row, { status: 'waiting', reason: 'retry_exhausted', retry_at: null });
+        for (const l of s.leases) if (l.work_id === item.work_id) l.released = true;
+        return;
+      }
+      row.faults = (row.faults || 0) + 1;
+      Object.assign(row, { status: 'queued', reason: 'retry_scheduled',
+        retry_at: now() + Math.min(BACKOFF_S * 2 ** (row.faults - 1), MAX_BACKOFF_S) });
+    });
+  }
+
   pick(s) { // fair across sessions: the session served least so far first, then the oldest item
     const served = (session) => s.work.filter((w) => w.session_id === session && w.status === 'finished').length;
-    const runnable = s.work.filter((w) => w.desired === 'run' && (w.status === 'queued' || w.status === 'running'));
+    const t = now();
+    const runnable = s.work.filter((w) => w.desired === 'run' && (w.status === 'queued' || w.status === 'running')
+      && !(w.retry_at > t));
     runnable.sort((a, b) => served(a.session_id) - served(b.session_id) || a.created - b.created);
     return runnable[0];
   }
@@ -152,7 +175,7 @@ class Worker {
     this.store.tx((s) => {
       const row = this.current(s, item);
       addMessage(s, row, assistant);
-      row.progress += 1;
+      Object.assign(row, { progress: row.progress + 1, faults: 0, retry_at: null });
       for (const call of reply.tool_calls) {
         const name = call.function.name;
         s.tool_calls.push({ call_id: `${requestId}~${call.id}`, work_id: workId, turn_id: turn, tool: name,
@@ -315,7 +338,7 @@ function readStream(resp) {
   return new Promise((resolve, reject) => {
     if (resp.statusCode !== 200) {
       resp.resume();
-      reject(new Error(`provider answered ${resp.statusCode}`));
+      reject(Object.assign(new Error(`provider answered ${resp.statusCode}`), { status: resp.statusCode }));
       return;
     }
     let buffer = '';
