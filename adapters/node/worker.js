@@ -41,6 +41,21 @@ class Worker {
     this.pid = process.pid;
     this.created = createTime(this.pid);
     this.mine = new Set(); // turns this process opened
+    this.idle = false;
+    this.stopping = false;
+    this.stopped = new Promise((resolve) => { this.onStop = resolve; });
+  }
+
+  // SIGTERM is a graceful stop: idle, exit at once; else the step under way goes on to its commit (an answer
+  // already received is saved, never asked again), starts no new tool, and stops waiting for a running one.
+  stop() {
+    this.stopping = true;
+    this.onStop();
+    if (this.idle) process.exit(0);
+  }
+
+  exitIfStopping() {
+    if (this.stopping) process.exit(0);
   }
 
   config() { // re-read at every use: the adapter rewrites it when start brings new tools
@@ -66,9 +81,12 @@ class Worker {
     this.recover();
     fs.writeFileSync(path.join(this.dir, `ready-${this.pid}`), '');
     for (;;) {
+      if (this.stopping) process.exit(0); // the step under way is committed; admit nothing new
       const item = this.pick(this.store.read());
       if (item === undefined) {
+        this.idle = true;
         await sleep(POLL_MS);
+        this.idle = false;
         continue;
       }
       try {
@@ -234,7 +252,10 @@ class Worker {
     const out = path.join(this.dir, 'tools', `${call.call_id}.out`);
     if (call.status === 'dispatched') {
       if (alive(call.pid, call.create_time)) { // reattach: wait for it, never run it again
-        while (alive(call.pid, call.create_time)) await sleep(POLL_MS);
+        while (alive(call.pid, call.create_time)) {
+          this.exitIfStopping(); // the child lives on; the next worker reattaches to it
+          await sleep(POLL_MS);
+        }
         await this.commit(item, call, readResult(out));
         return;
       }
@@ -265,6 +286,7 @@ class Worker {
         + 'until it is reconciled or approved', null, true);
       return;
     }
+    this.exitIfStopping(); // a graceful stop starts no new tool
     await failpoint('tool.dispatch.before', item.work_id);
     fs.mkdirSync(path.dirname(out), { recursive: true });
     const fd = fs.openSync(out, 'w');
@@ -276,7 +298,8 @@ class Worker {
     this.store.tx((s) => Object.assign(find(s.tool_calls, 'call_id', call.call_id),
       { status: 'dispatched', pid: child.pid || null, create_time: child.pid ? created : null }));
     await failpoint('tool.dispatch.after', item.work_id);
-    await exited;
+    await Promise.race([exited, this.stopped]); // stopping: the child lives on and is reattached to
+    this.exitIfStopping();
     await this.commit(item, call, readResult(out));
   }
 
@@ -405,5 +428,6 @@ function readResult(file) {
   }
 }
 
-process.on('SIGTERM', () => process.exit(0)); // every step is committed: exit at once
-new Worker(process.argv[2]).run();
+const worker = new Worker(process.argv[2]);
+process.on('SIGTERM', () => worker.stop());
+worker.run();
