@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recoverykit.reports import failure_acceptance, render
+from recoverykit.reports import readable, render
 
 FOLDER = Path(__file__).resolve().parent / "reference"
 COMMAND = "python -m recoverykit.reports.reference path/to/results.json"
@@ -28,8 +28,8 @@ def load() -> dict[str, Any]:
 
 
 def rendered(results: dict[str, Any]) -> dict[str, str]:
-    report = failure_acceptance.build(results)
-    return {"report.md": render.markdown(report, generated_by=COMMAND), "report.html": render.html(report)}
+    page = readable.view(results)
+    return {"report.md": render.markdown(page, generated_by=COMMAND), "report.html": render.html(page)}
 
 
 def regenerate(results_path: str | Path) -> None:

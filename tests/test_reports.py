@@ -11,7 +11,7 @@ from recoverykit.chaos import coverage
 from recoverykit.chaos.shard import Shard
 from recoverykit.chaos.systematic import results_document
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, render
+from recoverykit.reports import failure_acceptance, readable, render
 from recoverykit.reports.merge import check_report, load_results, merge, write_all
 
 DECLARED = {"command": "x", "name": "fake-runtime", "version": "1", "profiles": ["chat_core"],
@@ -43,8 +43,9 @@ def test_failing_cell_has_evidence_and_a_one_command_reproduction():
     assert ("FA-15", "worker_kill") not in failing
     cell = next(c for c in report["failing"] if c["clause"] == "FA-15")
     assert cell["reproduce"] == REPLAY and "executed 2 times" in cell["evidence"][0]
-    md, page = render.markdown(report), render.html(report)
-    assert REPLAY in md and "FA-15 at `tool.result.commit.before` under `tree_kill`" in md
+    view = readable.view(results)
+    md, page = render.markdown(view), render.html(view)
+    assert REPLAY in md and "`tool.result.commit.before x tree_kill`" in md
     assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page.split("<body>")[0]
     assert "--replay chat_unknown_write/tool.result.commit.before/1/tree_kill" in page
 
@@ -52,7 +53,7 @@ def test_failing_cell_has_evidence_and_a_one_command_reproduction():
 def test_html_escapes_what_it_shows():
     results = doc([case("tree_kill", "failed", "invalid")])
     results["cases"][0]["clauses"][0]["text"] = "broke FA-15: <script>alert(1)</script>"
-    assert "<script>alert" not in render.html(failure_acceptance.build(results))
+    assert "<script>alert" not in render.html(readable.view(results))
 
 
 def test_stored_report_is_revalidated(tmp_path):
