@@ -32,9 +32,8 @@ STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_appl
               help="Contract profile(s) whose required clauses decide the verdict (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed of the lockstep machine (printed when not given).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory (results.json, junit.xml, report.md, report.html, runs/, bundles/). Default: a new "
-                   "temp dir. "
-                   "An earlier run there moves to previous/NNN/; one still running there: exit 64.")
+              help="Results directory (results.json, junit.xml, report.md, report.html, runs/, bundles/). Default: "
+                   "a new temp dir. An earlier run there moves to previous/NNN/; one still running there: exit 64.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of the table.")
 @click.option("--examples", type=click.IntRange(min=1), default=None,
               help="Lockstep examples (default: the settings profile's).")

@@ -50,7 +50,7 @@ def markdown(v: dict[str, Any], generated_by: str | None = None) -> str:
                 f"{more.get('not_applicable', 0)} belong to undeclared profiles (not applicable); every clause is in "
                 "results.json."]
     if v["accepted_clauses"]:
-        out += ["", "## Accepted clauses (known findings, not passed)", ""] + _clause_table_md(v, v["accepted_clauses"])
+        out += ["", "## Accepted clauses (known findings, not passed)", "", *_clause_table_md(v, v["accepted_clauses"])]
     m = v["matrix"]
     if m is not None:
         out += ["", "## Interruption point x restart kind", "",
@@ -131,7 +131,8 @@ def _findings_md(heading: str, findings: list[dict[str, Any]]) -> list[str]:
         where = [c["label"] for c in f["cells"]] + [c["label"] for c in f["cases"]]
         out += [f"### {markdown_text(f['clause'])}: {markdown_text(f['status'])}"
                 + (f" (accepted by {markdown_text(f['accepted_by'])})" if f["accepted_by"] else ""), "",
-                (f"{f['count']} failing case(s) at: " if f["count"] else "Failing at: ") + ", ".join(f"`{markdown_text(w)}`" for w in where) + ".", "",
+                (f"{f['count']} failing case(s) at: " if f["count"] else "Failing at: ")
+                + ", ".join(f"`{markdown_text(w)}`" for w in where) + ".", "",
                 f"- {markdown_text(f['message'])}", ""]
         if f["replay"]:
             out += ["Shortest replay:", "", *fence(f["replay"])]
@@ -159,7 +160,8 @@ def heatmap(m: dict[str, Any]) -> dict[str, Any]:
             "w": _CELL_W, "h": _CELL_H, "cells": cells,
             "rows": [{"point": r["point"], "y": round(top + i * _CELL_H + _CELL_H / 2 + 4, 1)}
                      for i, r in enumerate(m["rows"])],
-            "cols": [{"kind": k, "x": round(left + j * _CELL_W + _CELL_W / 2 + 4, 1)} for j, k in enumerate(m["kinds"])]}
+            "cols": [{"kind": k, "x": round(left + j * _CELL_W + _CELL_W / 2 + 4, 1)}
+                     for j, k in enumerate(m["kinds"])]}
 
 
 def html(v: dict[str, Any]) -> str:
