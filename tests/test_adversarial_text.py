@@ -195,6 +195,8 @@ def test_certify_shows_hostile_adapter_text_literally_and_ends_in_a_verdict(tmp_
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite.get("name") == "recoverykit certify: [/]"
     assert "[/var/lib/x] [[x]] [bold]b[/bold] \\x1b[2K\\x0dverdict" in suite.find("testcase/failure").text
+    page = (out / "report.html").read_text(encoding="utf-8")  # certify writes the readable report too
+    assert not RAW.search(page) and "<script" not in page and "[/var/lib/x] [[x]]" in page
 
 
 @pytest.mark.slow
