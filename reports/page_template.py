@@ -47,6 +47,16 @@ section.finding:target,tr:target,li:target{background:#fffbe6}
 {{ run.cases|length }} cases, seed {{ run.seed }}, {{ run.seconds }} s{% if run.incomplete %}, incomplete{% endif %};
 replay: <code>{{ run.replay }}</code></li>
 {% endfor %}</ul>
+{% set all = v.clauses + v.accepted_clauses %}<p>Clauses in this report:
+{% for k in ["invalid", "accepted", "valid", "unknown"] %}
+{% set n = all|selectattr("verdict", "equalto", k)|list|length %}
+{% if n %}<span class="badge v-{{ k }}">{{ n }} {{ k }}</span>{% endif %}{% endfor %}</p>
+<p>Contents: <a href="#clauses">clauses</a>
+{% if v.accepted_clauses %}· <a href="#accepted-clauses">accepted clauses</a>{% endif %}
+{% if svg %}· <a href="#matrix">point x restart kind</a> · <a href="#evidence">evidence per cell</a>{% endif %}
+{% if v.findings %}· <a href="#findings">findings</a>{% endif %}
+{% if v.accepted %}· <a href="#accepted">accepted findings</a>{% endif %}
+{% for run in v.certify %}· <a href="#certify-{{ run.index + 1 }}">certify run {{ run.index + 1 }}</a>{% endfor %}</p>
 {% if v.reasons %}<p>Why not valid:</p><ul>{% for x in v.reasons %}<li>{{ x }}</li>{% endfor %}</ul>{% endif %}
 
 <h2 id="clauses">Clauses</h2>
