@@ -28,14 +28,20 @@ RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json
 JUNIT_XML = "junit.xml"
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
-    """A results document from a file or a directory holding results.json."""
+def _results_file(path: str | Path, what: str) -> Path:
+    """``path`` itself, or the results.json in it when it is a directory; missing: ``InvalidArgument``."""
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS_FILE
     if not p.exists():
-        raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a chaos run or its "
+        raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a {what} run or its "
                               f"{RESULTS_FILE}")
+    return p
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """A chaos results document from a file or a directory holding results.json."""
+    p = _results_file(path, "chaos")
     doc = _read_json(p)
     if not isinstance(doc, dict) or doc.get("kind") != RESULTS_KIND:
         raise InvalidArgument(f"{p} is not a chaos results document (kind {RESULTS_KIND!r})")
@@ -45,12 +51,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
 def load_any(path: str | Path) -> tuple[str, dict[str, Any]]:
     """``("chaos", doc)`` or ``("certify", doc)``: a results document of either command, from a file or its
     ``--out`` directory (``recoverykit report`` takes both)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / RESULTS_FILE
-    if not p.exists():
-        raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a certify or chaos run "
-                              f"or its {RESULTS_FILE}")
+    p = _results_file(path, "certify or chaos")
     doc = _read_json(p)
     if readable.is_certify(doc):
         return "certify", doc
