@@ -61,7 +61,8 @@ replay: <code>{{ run.replay }}</code></li>
 
 <h2 id="clauses">Clauses</h2>
 <p class="muted">Each clause some result judged: its verdict, how many chaos cells (point x restart kind) and certify
-cases judged it, and the shortest command that replays its failure.</p>
+cases judged it, and the shortest command that replays its failure; broken clauses first, then those never judged,
+then those that held.</p>
 {% macro clause_table(rows) %}{% set replays = rows|selectattr("replay")|list %}
 <table><tr><th>clause</th><th>verdict</th>{% if v.chaos %}<th>chaos cells</th>{% endif %}
 {% if v.certify %}<th>certify cases</th>{% endif %}{% if replays %}<th>shortest replay</th>{% endif %}

@@ -26,6 +26,8 @@ ACCEPTED = failure_acceptance.ACCEPTED
 # how a clause's verdicts from several sources combine: a break anywhere wins, then a known break, then a hold
 _RANK = {Verdict.INVALID.value: 0, ACCEPTED: 1, Verdict.VALID.value: 2, Verdict.UNKNOWN.value: 3,
          Verdict.NOT_APPLICABLE.value: 4}
+_SHOWN = {Verdict.INVALID.value: 0, ACCEPTED: 1, Verdict.UNKNOWN.value: 2, Verdict.VALID.value: 3,
+          Verdict.NOT_APPLICABLE.value: 4}
 _RUN_RANK = {Verdict.INVALID.value: 0, Verdict.UNKNOWN.value: 1, Verdict.VALID.value: 2}
 # a heatmap cell's shade, worst first: the worst of its cases, else its coverage status
 SHADES = ("invalid", ACCEPTED, "error", "unknown", "passed", "not_implemented", "not_reachable", "not_selected")
@@ -63,9 +65,9 @@ def view(chaos: Mapping[str, Any] | None = None, certify: Sequence[Mapping[str, 
         row["finding"] = any(f["clause"] == row["clause"] for f in findings)
     return {"adapter": {"name": adapter.get("name"), "version": adapter.get("version")},
             "verdict": min((str(d.get("verdict")) for d in docs), key=lambda v: _RUN_RANK.get(v, 1)),
-            "reasons": [*(report["reasons"] if report else []),
-                        *(f"certify run {r['index'] + 1}: required, never judged valid: {c}" for r in runs
-                          for c in r["unjudged"])][:30],
+            "reasons": [*(report["reasons"] if report else [])][:30]
+            + [f"certify run {r['index'] + 1}: required, never judged valid: {', '.join(r['unjudged'])}"
+               for r in runs if r["unjudged"]],
             "chaos": _chaos_summary(report, chaos) if report is not None and chaos is not None else None,
             "certify": runs,
             "clauses": [c for c in clauses if c["verdict"] != ACCEPTED],
@@ -155,7 +157,9 @@ def _clauses(report: dict[str, Any] | None, runs: list[dict[str, Any]]) -> tuple
     for cid in {c for run in runs for c in run["clauses"]} - set(rows):
         verdicts = {str(run["clauses"][cid].get("verdict")) for run in runs if cid in run["clauses"]}
         more[Verdict.UNKNOWN.value if Verdict.UNKNOWN.value in verdicts else Verdict.NOT_APPLICABLE.value] += 1
-    out = sorted(rows.values(), key=lambda r: (_ORDER.get(r["clause"], len(_ORDER)), r["clause"]))
+    # worst first (a break, a known break, never judged, held), then in the catalogue's order
+    out = sorted(rows.values(), key=lambda r: (_SHOWN.get(r["verdict"], 3), _ORDER.get(r["clause"], len(_ORDER)),
+                                               r["clause"]))
     for r in out:
         del r["_rank"]
     return out, more

@@ -42,7 +42,8 @@ def markdown(v: dict[str, Any], generated_by: str | None = None) -> str:
     if v["reasons"]:
         out += ["", "Why not valid:", ""] + [f"- {markdown_text(r)}" for r in v["reasons"]]
     out += ["", "## Clauses", "", "Each clause some result judged: its verdict, how many chaos cells (point x restart "
-            "kind) and certify cases judged it, and the shortest command that replays its failure.", ""]
+            "kind) and certify cases judged it, and the shortest command that replays its failure; broken clauses "
+            "first, then those never judged, then those that held.", ""]
     out += _clause_table_md(v, v["clauses"])
     more = v["more_clauses"]
     if any(more.values()):
