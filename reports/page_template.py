@@ -13,7 +13,7 @@ TEMPLATE = """<!doctype html>
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em 2em;color:#1d1d1d;max-width:82em}
 h1{font-size:1.5em;margin:0 0 .3em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1em 0 .3em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d4d4d4;padding:3px 6px;vertical-align:top}
-th{background:#f3f3f3;font-weight:600;text-align:left}td.n{text-align:right}
+th{background:#f3f3f3;font-weight:600;text-align:left}td.n{text-align:right}td.id{white-space:nowrap}
 code,pre{font:12px/1.35 ui-monospace,monospace;background:#f5f5f5}code{padding:0 2px}
 pre{padding:4px 6px;margin:.3em 0;white-space:pre-wrap;word-break:break-all}
 .badge{display:inline-block;padding:1px 8px;border-radius:3px;font-weight:600}
@@ -68,13 +68,14 @@ then those that held.</p>
 {% if v.certify %}<th>certify cases</th>{% endif %}{% if replays %}<th>shortest replay</th>{% endif %}
 <th>statement</th></tr>
 {% for r in rows %}<tr id="row-{{ r.anchor }}">
-<td>{% if r.finding %}<a href="#{{ r.anchor }}">{{ r.clause }}</a>{% else %}{{ r.clause }}{% endif %}
-{% if r.required %}<span class="muted">(required)</span>{% endif %}</td>
+<td class="id">{% if r.finding %}<a href="#{{ r.anchor }}">{{ r.clause }}</a>{% else %}{{ r.clause }}{% endif %}
+{% if r.required %}<br><span class="muted">required</span>{% endif %}</td>
 <td><span class="badge v-{{ r.verdict }}">{{ r.verdict }}</span></td>
 {% if v.chaos %}{% set shown = r.cell_counts|dictsort|rejectattr(0, "equalto", "valid")|list %}
-<td class="n">{{ r.cells }}{% if shown %}
+<td class="n">{% if shown|length == 1 and shown[0][1] == r.cells %}
+{{ r.cells }} <span class="muted">{{ shown[0][0] }}</span>{% else %}{{ r.cells }}{% if shown %}
 <span class="muted">({% for k, n in shown %}{{ n }} {{ k }}{% if not loop.last %}, {% endif %}{% endfor %})</span>
-{% endif %}</td>{% endif %}
+{% endif %}{% endif %}</td>{% endif %}
 {% if v.certify %}<td class="n">{{ r.cases }}</td>{% endif %}
 {% if replays %}<td>{% if r.replay %}<code>{{ r.replay }}</code>{% endif %}</td>{% endif %}
 <td>{{ r.statement }}</td></tr>

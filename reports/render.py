@@ -116,8 +116,9 @@ def _clause_table_md(v: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]
     out = ["| clause | verdict |" + (" chaos cells |" if chaos else "") + (" certify cases |" if certify else "")
            + " statement |", "| --- | --- |" + (" ---: |" if chaos else "") + (" ---: |" if certify else "") + " --- |"]
     for r in rows:
-        cells = str(r["cells"]) + (" (" + ", ".join(f"{n} {k}" for k, n in r["cell_counts"].items() if k != "valid")
-                                   + ")" if set(r["cell_counts"]) - {"valid"} else "")
+        shown = {k: n for k, n in r["cell_counts"].items() if k != "valid"}
+        cells = (f"{r['cells']} {next(iter(shown))}" if list(shown.values()) == [r["cells"]] else
+                 str(r["cells"]) + (" (" + ", ".join(f"{n} {k}" for k, n in shown.items()) + ")" if shown else ""))
         out.append(f"| {markdown_text(r['clause'])} | {VERDICT_MARK.get(r['verdict'], markdown_text(r['verdict']))} |"
                    + (f" {cells} |" if chaos else "") + (f" {r['cases']} |" if certify else "")
                    + f" {markdown_text(r['statement'])} |")
