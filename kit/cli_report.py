@@ -25,7 +25,11 @@ from recoverykit.model.errors import InvalidArgument
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write report.html and report.md into this directory (created if missing).")
 def report(results, html_path, md_path, out_dir) -> int:
-    """Write the report of certify and chaos RESULTS (results.json files or their --out directories)."""
+    """Write the report of certify and chaos RESULTS (results.json files or their --out directories).
+
+    Chaos shards are merged; certify runs are shown beside them. Without --html, --md or --out the Markdown
+    goes to stdout. Exit: the results' verdict (0 valid, 1 invalid, 2 unknown); 64 bad input.
+    """
     from recoverykit.reports import merge as merging
     from recoverykit.reports import render
 
