@@ -175,6 +175,8 @@ def test_certify_only_report_has_no_matrix_and_reports_refuse_mixed_adapters():
         readable.view(other, [certify_results()])
     with pytest.raises(InvalidArgument, match="at least one"):
         readable.view(None, [])
+    with pytest.raises(TypeError, match=r"readable\.view"):  # the old call, failing clearly
+        render.html(failure_acceptance.build(chaos_results()))
 
 
 def test_report_cli(tmp_path):
