@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recoverykit.reports import failure_acceptance, reference, render
+from recoverykit.reports import readable, reference, render
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "runtimes.md"
@@ -69,9 +69,9 @@ def named(name: str) -> Runtime:
 
 def rendered_report(runtime: Runtime, results: dict[str, Any]) -> dict[str, str]:
     """reports/<folder>/report.md and report.html, as the reference report is rendered."""
-    report = failure_acceptance.build(results)
+    page = readable.view(results)
     by = f"{COMMAND} {runtime.name} path/to/results.json"
-    return {"report.md": render.markdown(report, generated_by=by), "report.html": render.html(report)}
+    return {"report.md": render.markdown(page, generated_by=by), "report.html": render.html(page)}
 
 
 def _cell(text: str) -> str:
