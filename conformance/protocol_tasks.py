@@ -84,6 +84,10 @@ class RecoveryCoordinator(TaskRecord):
         "gone) or `reattach` (a live runner); null when no restart claimed it.")
     lease_owner: str | None = Field(description="The owner of the claim (opaque); null when released.")
     error_code: str | None = Field(description="The failed run's error code once settled as a failure.")
+    result: Literal["accepted", "succeeded", "failed"] | None = Field(
+        None, description="The run's result as the coordinator holds it: `accepted` once a provider result is "
+        "durably accepted and waiting for its finalizer (seed 001: an accepted native result goes back to its "
+        "existing finalizer), `succeeded` / `failed` once finalized; null while there is none. Optional (1.3).")
 
 
 class RetryScheduleEntry(TaskRecord):

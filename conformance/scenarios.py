@@ -1526,9 +1526,9 @@ SCENARIOS += (
              "failed re-preparation settles its coordinator and a later Retry creates a run", _PC,
              (_pc.task_script("p19a", _pc.HELD), _pc.task_script("p19b", _pc.HELD)), (),
              ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40", "RTY-02", "RTY-08", "RTY-09", "RTY-34",
-              "RTY-37", "RTY-24", "RTY-39"), _pc.drive_19759,
+              "RTY-37", "RTY-24", "RTY-39", "RTY-15", "RTY-33"), _pc.drive_19759,
              Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS + _pc.SETTLE_POINTS,
-                   clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-14", "RTY-04"), kick=_pc.chaos_kick_19759,
+                   clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-14", "RTY-04", "RTY-25"), kick=_pc.chaos_kick_19759,
                    item_hits=True, restart_points=_pc.SETTLE_POINTS, restart_first=_pc.BOOTSTRAP_PAUSE,
                    restart_kick=_pc.chaos_restart_19759)),
     Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
@@ -1539,7 +1539,8 @@ SCENARIOS += (
     Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
              "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", _PC,
              (_pc.task_script("psc", _UNAVAILABLE), _pc.task_script("psl", _UNAVAILABLE)), (),
-             ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06", "RTY-41", "RTY-35", "RTY-31"),
+             ("RTY-26", "RTY-27", "RTY-28", "RTY-30", "RTY-01", "RTY-06", "RTY-41", "RTY-35", "RTY-31", "RTY-25",
+              "RTY-15", "RTY-33"),
              _pc.drive_schedule,
              Chaos(none="the restarts are the drive's, placed inside the schedule; chaos's points would only "
                         "move them")),

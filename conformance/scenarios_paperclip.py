@@ -13,7 +13,8 @@ the checks judge them like every other scenario. This module imports nothing of 
   the same key after the run completed and after it failed, and a stale observed run.
 - ``paperclip_schedule``: the maintenance schedule, driven by the kit's clock (a restart with a larger clock
   offset), never by waiting: retries at their due times, a restart in the middle (budget and jitter kept), the
-  30-minute window, exhaustion, then a new deliberate click.
+  30-minute window, exhaustion, then a new deliberate click, whose run's accepted result is held before its
+  finalization while the kit restarts the runtime (RTY-25).
 
 The kit records what it sees on disk itself (``disk.inspect``): the ``isolated-workspace-attempts`` tree and
 ``git worktree list`` of every repository in the data dir.
@@ -218,22 +219,31 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
     run.start()
     before = _scheduled(run.observe(), task_id)
-    for jump in SCHEDULE_JUMPS_S:  # the kit's clock moves; the runtime reads it at its next start
+    for n, jump in enumerate(SCHEDULE_JUMPS_S):  # the kit's clock moves; the runtime reads it at its next start
         before_limited = _scheduled(run.observe(), limited)
         run.clock_jump(jump)
         run.kill("tree_kill")
-        run.start()
+        run.start(failpoints=FINALIZE_PAUSE if n == len(SCHEDULE_JUMPS_S) - 1 else None)  # (armed for the click)
         wait_rescheduled(run, task_id, before)
         wait_rescheduled(run, limited, before_limited)  # its fired retry ends before the next kill, not cut by it
         before = _scheduled(run.observe(), task_id)
     task = wait_task(run, task_id, {"retry_offered"})
     click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
     if click.ok and click.reply.run_id:
+        # its run's result is accepted and held before its finalization: a restart there; the restarted runtime
+        # must hand that result to its finalizer, never ask the provider again (RTY-25, RTY-15)
+        if _held(run, "run.finalize.before", WAIT_S):
+            run.observe()
+            run.kill("tree_kill")
+            run.start(failpoints="")
         wait_task(run, task_id, {"succeeded", "retry_offered", "retry_scheduled"})
     run.kill("tree_kill")  # a restart after the task completed: its old failed runs reopen nothing (RTY-35)
     run.start()
     run.settle(WAIT_S)
     return []
+
+
+FINALIZE_PAUSE = "run.finalize.before=1*pause"  # the first accepted result waits for the kit before its finalizer
 
 
 COOLDOWN_S = 900.0  # longer than the second retry's 60 s (±20 %)
@@ -265,7 +275,7 @@ def drive_cooldown(run: Run) -> list[ClauseResult]:
 
 
 CHAOS_POINTS = ("retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
-                "bootstrap.before_dispatch")
+                "bootstrap.before_dispatch", "run.finalize.before")
 SETTLE_POINTS = ("coordinator.settle.before", "coordinator.settle.after")  # reached only after the kit's restart
 
 

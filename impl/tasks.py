@@ -232,7 +232,8 @@ def sections(data_dir: Path) -> dict:
         "workspaces": [{"path": w["path"], "strategy": w["strategy"], "task_id": w["task_id"], "run_id": w["run_id"],
                         "base": w["base"], "isolated": bool(w["isolated"])} for w in read["workspaces"]],
         "recovery_coordinators": [{"run_id": c["run_id"], "state": c["state"], "claim_kind": c["claim_kind"],
-                                   "lease_owner": c["lease_owner"], "error_code": c["error_code"]}
+                                   "lease_owner": c["lease_owner"], "error_code": c["error_code"],
+                                   "result": c["result"]}
                                   for c in read["coordinators"]],
         "retry_schedule": [{k: s[k] for k in ("task_id", "generation", "attempt", "due_at", "jitter",
                                               "first_failure_at", "window_end", "cooldown_until", "cooldown_source",
