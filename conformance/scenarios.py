@@ -1526,7 +1526,7 @@ SCENARIOS += (
              "failed re-preparation settles its coordinator and a later Retry creates a run", _PC,
              (_pc.task_script("p19a", _pc.HELD), _pc.task_script("p19b", _pc.HELD)), (),
              ("RTY-12", "RTY-13", "RTY-14", "RTY-10", "RTY-19", "RTY-40", "RTY-02", "RTY-08", "RTY-09", "RTY-34",
-              "RTY-37", "RTY-24", "RTY-39", "RTY-15", "RTY-33"), _pc.drive_19759,
+              "RTY-37", "RTY-24", "RTY-39", "RTY-15", "RTY-33", "RTY-23"), _pc.drive_19759,
              Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL, _K.NORMAL_EXIT), points=_pc.CHAOS_POINTS + _pc.SETTLE_POINTS,
                    clauses=("RTY-02", "RTY-12", "RTY-13", "RTY-14", "RTY-04", "RTY-25"), kick=_pc.chaos_kick_19759,
                    item_hits=True, restart_points=_pc.SETTLE_POINTS, restart_first=_pc.BOOTSTRAP_PAUSE,
@@ -1534,7 +1534,7 @@ SCENARIOS += (
     Scenario("paperclip_retry", "Retry admission: a double click with one key, the same key after completion "
              "and after failure, a stale observed run", _PC,
              (_pc.task_script("pra", _pc.HELD2), _pc.task_script("prb", _pc.HELD)), (),
-             ("RTY-04", "RTY-05", "RTY-03"), _pc.drive_retry_admission,
+             ("RTY-04", "RTY-05", "RTY-03", "RTY-17", "RTY-23"), _pc.drive_retry_admission,
              Chaos(none="admission without a restart; chaos interrupts the Retry path in paperclip_19759")),
     Scenario("paperclip_schedule", "the maintenance retry schedule under restarts and clock jumps: due times, "
              "persisted jitter, no replenished budget, the 30-minute window, then a deliberate click", _PC,

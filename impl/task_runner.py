@@ -184,15 +184,17 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
     request_id = f"{run_id}.1"
     with tx(db):
         armed = tasks.take_fault(db, task["task_id"], "run_fails")
+        saved: list[str] = []
         if armed is None:
             open_receipt(cfg, run, request_id)  # attribution is durable before the run counts as dispatched
             db.execute("UPDATE runs SET state='dispatched', dispatched=1 WHERE run_id=?", (run_id,))
+            saved = tasks.consume_messages(db, task["task_id"], run_id)  # execution starts: consumed, once
     if armed is not None:
         cooldown = now() + armed["cooldown_s"] if armed["cooldown_s"] else None
         fail_run(db, run_id, armed["error_code"], coordinator="terminal_failure", cooldown_until=cooldown)
         return
-    request = Request(cfg.provider_base_url, cfg.model, [{"role": "user", "content": task["text"]}], [],
-                      request_id, api_key=cfg.api_key)
+    messages = [{"role": "user", "content": text} for text in (task["text"], *saved)]
+    request = Request(cfg.provider_base_url, cfg.model, messages, [], request_id, api_key=cfg.api_key)
     try:
         request.send()
         answer = request.receive()

@@ -787,7 +787,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A GitHub Retry selects already-saved, undelivered input before replaying the failed run's older request. The "
        "selected receipts transfer to the retry owner under the dispatch transaction. They link to its one "
        "successor, including after a restart or a lost dispatch response."),
-    _c("RTY-17", _L, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-17", _L, _PC, "MLH", SEED_001, PC_ADM,
        "A rejected, unadmitted Retry releases its saved input for another deliberate Retry.",
        "Rejected, unadmitted retries release the saved input for another deliberate Retry."),
     _c("RTY-18", _S, _PC, "ML", SEED_001, PC_ADM,
@@ -807,7 +807,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-22", _S, _PC, "M", SEED_001, PC_ADM,
        "Prior action outcomes stay recorded and are never replayed by a Retry's authorization.",
        "Prior action outcomes remain recorded and are never replayed by this authorization."),
-    _c("RTY-23", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-23", _S, _PC, "MLH", SEED_001, PC_ADM,
        "A saved message is consumed once, when execution starts.",
        "The saved message is consumed once when execution starts"),
     _c("RTY-24", _S, _PC, "MLH", SEED_001, PC_ADM,
@@ -1128,12 +1128,10 @@ _PC_NEEDS = {
     "RTY-11": "the generation's one alternative attempt is not in the snapshot (runs carry generation and "
               "attempt, not whether the alternative was consumed)",
     "RTY-16": "GitHub saved input and its dispatch transaction have no counterpart in the protocol",
-    "RTY-17": "a rejected, unadmitted Retry with saved input needs saved input on the Retry request",
     "RTY-18": "a deferred connected-conversation Retry needs pause, budget and access gates on tasks, which the "
               "protocol does not have",
     "RTY-21": "lineage (32-run chains, cycles) needs historical runs the kit can plant; the protocol has no such "
               "request",
-    "RTY-23": "saved messages on tasks are not in the protocol (task_create carries one instruction)",
     "RTY-36": "adoption diagnostics (historicalRecoveryCounts) are not in the snapshot",
     "RTY-38": "several retained holds of one failed execution need historical holds the kit cannot plant",
 }
