@@ -70,6 +70,9 @@ CHANGELOG = """\
   `error_code`, `workspace`, `dispatched`), `retry_ok.receipt_status` and a `retry_ok.run_id` that is null
   while the receipt is deferred; the interruption points `retry.receipt.*`, `workspace.prepare.*`,
   `bootstrap.before_dispatch` and `coordinator.settle.*`. For a task, `retry.work_id` is its `task_id`.
+  Also, optional: the request `task_message` (a message saved on a task for its next execution start), the
+  coordinator field `result` (`accepted` while a provider result waits for its finalizer) and the interruption
+  point `run.finalize.before`; without them RTY-23, RTY-17 and RTY-25 stay unknown, never valid.
   Adapters of earlier versions that do not declare `paperclip_retry` need no change.
 - **1.3** (profile `goals`, also): a Goal in the snapshot may carry `requirements` (every requirement, waived
   ones with the waiver's reason, each with the current acceptance's verdict and evidence references with their
