@@ -1121,13 +1121,18 @@ NOT_JUDGED: dict[str, NotJudged] = {
 }
 
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
-# they stay in the observable count as not judged (D20); issue 15's slice judges the Retry path of #19759.
+# they stay in the observable count as not judged (D20); issue 15's slices judge the Retry path of #19759 (D38,
+# D50, D51).
 _PC_NEEDS = {
-    "RTY-07": "an exhausted generation that needs an alternative strategy needs a strategy model the protocol does "
-              "not expose (only a workspace strategy per run)",
+    "RTY-07": "which exhausted generation 'requires an alternative strategy' and what its 'failed step' is belong "
+              "to a strategy model the protocol does not expose (only a workspace strategy per run); the reference "
+              "opens a new generation on every click after exhaustion",
     "RTY-11": "the generation's one alternative attempt is not in the snapshot (runs carry generation and "
               "attempt, not whether the alternative was consumed)",
-    "RTY-16": "GitHub saved input and its dispatch transaction have no counterpart in the protocol",
+    "RTY-16": "a GitHub Retry's selection of saved deliveries before the failed run's older request, and the "
+              "transfer of their receipts under the dispatch transaction to one successor, need GitHub deliveries "
+              "with receipts; task_message (1.3) saves input with no receipt to transfer or link (its general rule, "
+              "consumed once when execution starts, is RTY-23)",
     "RTY-18": "a deferred connected-conversation Retry needs pause, budget and access gates on tasks, which the "
               "protocol does not have",
     "RTY-21": "lineage (32-run chains, cycles) needs historical runs the kit can plant; the protocol has no such "
