@@ -131,8 +131,8 @@ def check_turn_needs_retry(ev: Evidence) -> list[ClauseResult]:
     """RTY-34: a task with no waiting request (no message saved on it, ``task_message``) gets no agent turn after
     its first but through a Retry: every later run is a click's (a key the kit sent, or a receipt's) or a
     maintenance retry the schedule showed before it ran. Once a message was saved on a task it has a waiting
-    request (seed 001: saved authorized follow-ups may continue through normal dispatch): its runs first seen
-    after that are not judged."""
+    request (seed 001: saved authorized follow-ups may continue through normal dispatch): a run first seen after
+    that may also be its follow-up's turn."""
     if not _paperclip(ev):
         return []
     observations = _task_observations(ev)
@@ -152,11 +152,13 @@ def check_turn_needs_retry(ev: Evidence) -> list[ClauseResult]:
             seen.add(r["run_id"])
             first_of_task = r["work_id"] not in tasks_seen and not r.get("retry_of")  # (a task_create cut short)
             tasks_seen.add(r["work_id"])
-            if r["run_id"] in initial or first_of_task or waiting.get(r["work_id"], obs.index) < obs.index:
+            if r["run_id"] in initial or first_of_task:
                 continue
-            judged += 1
             by_click = r.get("idempotency_key") in keys_sent or r["run_id"] in receipt_runs
             by_schedule = (r["work_id"], r.get("generation"), (r.get("attempt") or 0) - 1) in entries
+            if not by_click and not by_schedule and waiting.get(r["work_id"], obs.index) < obs.index:
+                continue  # a saved message was waiting: its follow-up's turn, not judged
+            judged += 1
             if not by_click and not by_schedule:
                 problems.append(f"run {r['run_id']} of task {r['work_id']} (generation {r.get('generation')}, attempt "
                                 f"{r.get('attempt')}, retrying {r.get('retry_of')}) is an agent turn with no Retry "
