@@ -1510,7 +1510,7 @@ SCENARIOS += (
              "delivered to the Job once, the caller's provenance kept", Profile.JOBS, _jb.scripts(), ("probe_read",),
              ("JOB-01", "JOB-02", "JOB-03", "JOB-04", "FA-07", "RI-02"), _jb.drive_job_restart,
              Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL), points=_jb.CHAOS_POINTS, clauses=("FA-07", "JOB-01"),
-                   kick=_jb.chaos_kick)),
+                   kick=_jb.chaos_kick, item_hits=True)),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 
