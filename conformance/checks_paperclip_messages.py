@@ -1,6 +1,6 @@
 """History checks of a Paperclip task's saved messages (seed 001), on the provider's ledger.
 
-The kit saves a message on a task (``task_message``, protocol 1.3) and then reads, in its own provider's ledger,
+The kit saves a message on a task (``task_message``, protocol 1.4) and then reads, in its own provider's ledger,
 which requests of the task's script carried it (the ledger keeps each message's first 160 characters, and a saved
 message is at most 160). Kept apart from the other Paperclip checks because both clauses here are about input,
 not runs or records: a saved message is consumed once, when execution starts (RTY-23), and a rejected, unadmitted

@@ -70,9 +70,6 @@ CHANGELOG = """\
   `error_code`, `workspace`, `dispatched`), `retry_ok.receipt_status` and a `retry_ok.run_id` that is null
   while the receipt is deferred; the interruption points `retry.receipt.*`, `workspace.prepare.*`,
   `bootstrap.before_dispatch` and `coordinator.settle.*`. For a task, `retry.work_id` is its `task_id`.
-  Also, optional: the request `task_message` (a message saved on a task for its next execution start), the
-  coordinator field `result` (`accepted` while a provider result waits for its finalizer) and the interruption
-  point `run.finalize.before`; without them RTY-23, RTY-17 and RTY-25 stay unknown, never valid.
   Adapters of earlier versions that do not declare `paperclip_retry` need no change.
 - **1.3** (profile `goals`, also): a Goal in the snapshot may carry `requirements` (every requirement, waived
   ones with the waiver's reason, each with the current acceptance's verdict and evidence references with their
@@ -85,6 +82,14 @@ CHANGELOG = """\
   request started a Job, kept by the Job and its subtasks) and an optional `usage_receipts[].job_id` (the Job an
   attempt's receipt is metered against, saved at dispatch). Adapters that do not declare `jobs` need no change;
   without `provenance` JOB-02, without `job_id` JOB-04 stays unknown, never valid.
+- **1.4**: prices (seed 000, "Usage, cost and budget"), optional: `init_ok.pricing` declares that the runtime keeps
+  a pricing table, the request `pricing_set` (sent only then) changes it, and `usage_receipts[].quote` is the
+  price an attempt was quoted at, stored apart from its tokens and never rewritten. Without the declaration the
+  scenario `pricing_history` is not applicable and USG-09 is not required.
+- **1.4** (profile `paperclip_retry`), optional: the request `task_message` (a message saved on a task for its
+  next execution start), the coordinator field `result` (`accepted` while a provider result waits for its
+  finalizer) and the interruption point `run.finalize.before`; without them RTY-23, RTY-17 and RTY-25 stay
+  unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

@@ -200,6 +200,13 @@ class Approval(Record):
         "whose outcome was unknown then); a change to it needs a fresh approval. Null or absent if not recorded.")
 
 
+class Quote(Record):
+    """Since 1.4: the prices a receipt's attempt was quoted at, kept apart from its tokens."""
+
+    input_usd_per_mtok: float = Field(ge=0, description="US dollars per million prompt tokens.")
+    output_usd_per_mtok: float = Field(ge=0, description="US dollars per million completion tokens.")
+
+
 class UsageReceipt(Record):
     receipt_id: Id
     work_id: Id
@@ -219,6 +226,10 @@ class UsageReceipt(Record):
         None, description="Since 1.3, optional (profile jobs): the Job whose reservation the attempt belongs to (the "
         "Job's own request, or one of its subtask's), saved with the receipt at dispatch; null for other work or if "
         "not recorded.")
+    quote: Quote | None = Field(
+        None, description="Since 1.4, optional (adapters declaring `init_ok.pricing`): the prices in the runtime's "
+        "pricing table when the attempt was dispatched, stored with the receipt apart from its tokens; a later "
+        "`pricing_set` never changes it. Null when no price was known then.")
 
 
 class Owner(Record):

@@ -5,8 +5,8 @@ generations, the durable wakeup receipt a Retry click records, the workspace a r
 recovery coordinator a restart claims, and the maintenance retry schedule. This module declares them once:
 the snapshot records (sections ``tasks``, ``wakeup_receipts``, ``workspaces``, ``recovery_coordinators``,
 ``retry_schedule``; ``runs`` existed since 1.0 and gains optional fields) and the requests ``task_create``,
-``task_message`` and ``task_fault``. Kept apart from ``protocol_snapshot`` and ``protocol_rpcs`` so the chat core's
-declarations stay readable; both import from here, never the other way round.
+``task_fault`` and (since 1.4) ``task_message``. Kept apart from ``protocol_snapshot`` and ``protocol_rpcs`` so
+the chat core's declarations stay readable; both import from here, never the other way round.
 
 Everything here is additive: an adapter of 1.0 to 1.2 never receives these requests (they belong to a
 profile it does not declare) and sends these sections as null.
@@ -87,7 +87,8 @@ class RecoveryCoordinator(TaskRecord):
     result: Literal["accepted", "succeeded", "failed"] | None = Field(
         None, description="The run's result as the coordinator holds it: `accepted` once a provider result is "
         "durably accepted and waiting for its finalizer (seed 001: an accepted native result goes back to its "
-        "existing finalizer), `succeeded` / `failed` once finalized; null while there is none. Optional (1.3).")
+        "existing finalizer), `succeeded` / `failed` once finalized; null while there is none. Since 1.4, "
+        "optional.")
 
 
 class RetryScheduleEntry(TaskRecord):
