@@ -106,6 +106,8 @@ INTERRUPTION_POINTS: tuple[InterruptionPoint, ...] = (
        "not yet settled", "001 / #19759 What Changed"),
     _P("coordinator.settle.after", _R, Profile.PAPERCLIP_RETRY, "the coordinator settled as terminal_failure, "
        "deferred work not yet woken", "001 / #19759 What Changed"),
+    _P("run.finalize.before", _R, Profile.PAPERCLIP_RETRY, "a run's provider result accepted (durable), its "
+       "finalization not yet done", "001 / Admission and execution (an accepted native result)"),
     # Every durable write of a Python runtime, with no code of its own: the kit's startup hook
     # (recoverykit.adapter.durable_writes, docs/failpoints.md section 7) reports each SQLite commit and each
     # os.fsync / os.replace. Opt-in (chaos --durable-writes); judged by every safety clause (FA-01).
