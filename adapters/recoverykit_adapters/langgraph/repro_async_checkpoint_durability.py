@@ -20,30 +20,31 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-STATE = {"arm": False, "held": False}
+STATE = {"arm": False, "pending": False}
 
 
 class SlowCommit(sqlite3.Connection):
     """A commit that takes a second once armed: a slow disk, or a crash-testing tool holding it."""
 
     def commit(self):
-        if self.in_transaction and STATE["arm"]:
-            STATE["arm"], STATE["held"] = False, True
-            time.sleep(1.0)
-            STATE["held"] = False
+        if not (self.in_transaction and STATE["arm"]):
+            return super().commit()
+        STATE["arm"] = False
+        time.sleep(1.0)
         super().commit()
+        STATE["pending"] = False  # the first step's writes are durable now
 
 
 def run(durability: str, folder: str) -> bool:
-    """Whether the second step ran while the first step's commit was still held."""
+    """Whether the second step ran before the first step's writes were durable."""
     seen = []
 
     def first(state: MessagesState) -> dict:
-        STATE["arm"] = True  # the next commit (this step's writes) is held
+        STATE["arm"] = STATE["pending"] = True  # the next commit (this step's writes) takes a second
         return {"messages": [AIMessage("first done")]}
 
     def second(state: MessagesState) -> dict:
-        seen.append(STATE["held"])  # in the agent: the provider request goes out now
+        seen.append(STATE["pending"])  # in the agent: the provider request goes out now
         return {"messages": [AIMessage("second done")]}
 
     g = StateGraph(MessagesState)
@@ -60,7 +61,8 @@ def run(durability: str, folder: str) -> bool:
 def main():
     folder = os.environ.get("REPRO_DIR") or tempfile.mkdtemp(prefix="lg-durability-")
     default, sync = run("async", folder), run("sync", folder)
-    print(f"second step ran during the first step's commit: durability=async (the default) {default}, sync {sync}")
+    print(f"second step ran before the first step's writes were durable: durability=async (the default) {default}, "
+          f"sync {sync}")
     if default and not sync:
         print("REPRODUCED: by default the next step runs before the last step's checkpoint is durable")
         sys.exit(1)
