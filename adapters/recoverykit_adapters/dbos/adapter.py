@@ -46,7 +46,7 @@ from .hooks import FAILPOINTS
 STATUS = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "finished",
           "ERROR": "failed", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed"}
 REASON = {"queued": "queued", "running": "running", "finished": "finished", "paused": "user_paused",
-          "cancelled": "user_cancelled", "failed": "recovery_failed_storage_unavailable"}
+          "cancelled": "user_cancelled", "failed": "retry_exhausted"}  # ERROR: a step failed past its retries
 
 
 def derived(prefix: str, client_msg_id: str) -> str:

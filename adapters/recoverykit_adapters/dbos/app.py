@@ -54,10 +54,10 @@ def tool_specs() -> list[dict[str, Any]]:
 @DBOS.step()
 def load_history(session_id: str, work_id: str) -> list[dict[str, Any]]:
     """The messages of the session's earlier requests that finished, oldest first (their workflows' outputs)."""
-    done = DBOS.list_workflows(name=WORKFLOW, status="SUCCESS", attributes={"session_id": session_id})
+    done = DBOS.list_workflows(name=WORKFLOW, status="SUCCESS")  # DBOS on SQLite cannot filter by attributes
     messages: list[dict[str, Any]] = []
     for wf in done:
-        if wf.workflow_id != work_id and isinstance(wf.output, dict):
+        if wf.workflow_id != work_id and isinstance(wf.output, dict) and wf.output.get("session_id") == session_id:
             messages += wf.output.get("messages", [])
     return messages
 
