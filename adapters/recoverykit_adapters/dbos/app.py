@@ -35,6 +35,10 @@ def system_database_url(data_dir: str | os.PathLike) -> str:
     return f"sqlite:///{os.fspath(data_dir)}/dbos.sqlite"
 
 
+class AmbiguousToolCalls(Exception):
+    """A model response whose tool calls share an id: the workflow ends in ERROR instead of guessing."""
+
+
 class Settings:
     """What the worker was given by the kit (``recoverykit.adapter.from_environment``), set before launch."""
 
@@ -111,6 +115,9 @@ def chat_request(session_id: str, text: str) -> dict[str, Any]:
         calls = reply["message"].get("tool_calls") or []
         if not calls:
             break
+        ids = [call["id"] for call in calls]
+        if len(ids) != len(set(ids)):  # which result answers which call would be a guess: run none, say why
+            raise AmbiguousToolCalls(f"the response has duplicate tool call ids {sorted(ids)}")
         for call in calls:
             result = run_tool(work_id, call["function"]["name"], call["function"].get("arguments") or "{}")
             step_returned("tool.result.commit.after", work_id)
