@@ -38,7 +38,8 @@ def test_certify_ends_in_a_verdict_and_finds_the_rerun_step(tmp_path):
     assert doc["clauses"]["RI-02"]["verdict"] == "valid"  # DBOS.launch() recovers the killed workflow
 
 
-@pytest.mark.parametrize("script", ["repro_fa15_step_rerun.py", "repro_cancel_drops_inflight_step.py"])
+@pytest.mark.parametrize("script", ["repro_fa15_step_rerun.py", "repro_cancel_drops_inflight_step.py",
+                                    "repro_ctx08_queue_order.py"])
 def test_each_true_finding_reproduces_without_the_kit(script, tmp_path):
     result = subprocess.run([sys.executable, str(HERE / script)], capture_output=True, text=True, timeout=120,
                             env={"REPRO_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
