@@ -20,10 +20,11 @@ where it differs from the contract:
 
 Declared only what is real: failpoints at step boundaries (``hooks``); restarts ``frontend_reload``,
 ``normal_exit`` and ``stop_all_exit``; observes ``work_items`` (``workflow_status`` and ``workflow_input``) and
-``usage_receipts`` (the ``call_model`` rows of ``operation_outputs``). Not ``turns``: DBOS keeps only the
-current execution of a workflow (``owner_xid``, ``recovery_attempts``), no history of executions. Not
-``tool_calls``: a step leaves no row until it returns, so a dispatched call is never durable. Not ``leases``:
-the ownership token is an opaque string, which the protocol's integer generation cannot carry.
+``usage_receipts`` (the ``call_model`` rows of ``operation_outputs``) and ``leases`` (protocol 1.3: a running
+workflow's executor id as the owner's host, no pid, DBOS records none, and its per-execution ``owner_xid`` as an
+opaque fencing token). Not ``turns``: DBOS keeps only the current execution of a workflow (``owner_xid``,
+``recovery_attempts``), no history of executions. Not ``tool_calls``: a step leaves no row until it returns, so a
+dispatched call is never durable.
 """
 
 from __future__ import annotations
@@ -59,10 +60,10 @@ def decode(text: str | None) -> Any:
 
 
 class DBOSAdapter(Adapter):
-    name, version, protocol_version = "dbos-sqlite", "3.4", "1.2"
+    name, version, protocol_version = "dbos-sqlite", "3.4", "1.3"
     failpoints = FAILPOINTS
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
-    observes = ["work_items", "usage_receipts"]
+    observes = ["work_items", "usage_receipts", "leases"]
 
     def prepare(self) -> None:
         self.procs = Supervisor()
@@ -194,8 +195,9 @@ class DBOSAdapter(Adapter):
         try:
             db.execute("BEGIN")  # one consistent read
             flows = [dict(r) for r in db.execute(
-                "SELECT w.workflow_uuid, w.status, w.attributes, w.executor_id, i.inputs FROM workflow_status w "
-                "LEFT JOIN workflow_input i ON i.workflow_uuid = w.workflow_uuid WHERE w.name=? ORDER BY w.created_at",
+                "SELECT w.workflow_uuid, w.status, w.attributes, w.executor_id, w.owner_xid, i.inputs "
+                "FROM workflow_status w LEFT JOIN workflow_input i ON i.workflow_uuid = w.workflow_uuid "
+                "WHERE w.name=? ORDER BY w.created_at",
                 (app.WORKFLOW,))]
             steps = [dict(r) for r in db.execute(
                 "SELECT workflow_uuid, function_id, output FROM operation_outputs WHERE function_name LIKE ? "
@@ -228,4 +230,9 @@ class DBOSAdapter(Adapter):
                 prompt_tokens=usage["prompt_tokens"] if usage else None,
                 completion_tokens=usage["completion_tokens"] if usage else None,
                 usage="known" if usage else "unknown"))
-        return {"snapshot": observe.snapshot(self.observes, work_items=items, usage_receipts=receipts)}
+        leases = [observe.lease(work_id=f["workflow_uuid"], owner={"host_id": f["executor_id"], "pid": None,
+                                                                   "create_time": None},
+                                generation=f["owner_xid"], expires_at=None)
+                  for f in flows if f["status"] == "PENDING" and f["owner_xid"] and f["executor_id"]]
+        return {"snapshot": observe.snapshot(self.observes, work_items=items, usage_receipts=receipts,
+                                             leases=leases)}

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from dbos import DBOS
+from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
 WORK = os.environ.get("REPRO_DIR") or tempfile.mkdtemp(prefix="dbos-ctx08-")
 RAN = os.path.join(WORK, "ran.log")
@@ -34,14 +34,19 @@ if __name__ == "__main__":
     DBOS.launch()
     queue = DBOS.register_queue("chat", partition_concurrency=1, polling_interval_sec=0.1)
     sent = ["request 1", "request 2", "request 3"]
-    from dbos import SetEnqueueOptions, SetWorkflowID
     for text, workflow_id in zip(sent, ["w-c", "w-b", "w-a"], strict=True):  # ids that sort against the order
         with SetWorkflowID(workflow_id), SetEnqueueOptions(queue_partition_key="session-1"):
             queue.enqueue(chat_request, text)
+    def ran_so_far() -> list:
+        if not os.path.exists(RAN):
+            return []
+        with open(RAN) as f:
+            return f.read().splitlines()
+
     deadline = time.time() + 30
-    while time.time() < deadline and (not os.path.exists(RAN) or len(open(RAN).read().splitlines()) < 3):
+    while time.time() < deadline and len(ran_so_far()) < 3:
         time.sleep(0.1)
-    ran = open(RAN).read().splitlines()
+    ran = ran_so_far()
     print("enqueued:", sent)
     print("ran:     ", ran)
     if ran != sent:
