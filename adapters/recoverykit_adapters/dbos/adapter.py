@@ -149,6 +149,11 @@ class DBOSAdapter(Adapter):
             self.client.cancel_workflow(work_id)
         return cv
 
+    def _finished(self, work_id: str) -> bool:
+        """Whether the workflow completed before the cancel landed: DBOS's cancel is then a silent no-op (it
+        skips SUCCESS and ERROR rows and says nothing), so only a read after it tells."""
+        return self._item(work_id)["status"] in ("SUCCESS", "ERROR")
+
     def op_pause(self, req: dict) -> dict:
         with self.controls:
             item = self._item(req["work_id"])
@@ -156,6 +161,8 @@ class DBOSAdapter(Adapter):
                 raise Refused("precondition_failed", f"{req['work_id']} is already {item['status']}")
             cv = item["cv"] if item.get("desired") == "paused" else self._control(req["work_id"], "paused",
                                                                                  "user_paused")
+            if self._finished(req["work_id"]):
+                raise Refused("precondition_failed", f"{req['work_id']} finished before the pause reached it")
         return {"work_id": req["work_id"], "control_version": cv}
 
     def op_resume(self, req: dict) -> dict:
@@ -182,7 +189,8 @@ class DBOSAdapter(Adapter):
                 attrs = json.loads(row["attributes"] or "{}")
                 if attrs.get("desired", "run") == "run" and row["status"] in ("ENQUEUED", "DELAYED", "PENDING"):
                     self._control(row["workflow_uuid"], "paused", "user_stopped_all")
-                    stopped.append(row["workflow_uuid"])
+                    if not self._finished(row["workflow_uuid"]):
+                        stopped.append(row["workflow_uuid"])
         return {"stopped": stopped}
 
     # --- observe ------------------------------------------------------------------------------------------
