@@ -287,7 +287,7 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
 def check_generations(ev: Evidence) -> list[ClauseResult]:
     """OWN-02 one owner per work item; OWN-06 generations only move forward, stale writes rejected.
 
-    An integer generation must never go back. An opaque token (protocol 1.3: a string, such as DBOS's per-execution
+    An integer generation must never go back. An opaque token (protocol 1.4: a string, such as DBOS's per-execution
     ``owner_xid``) has no order, so it is judged by identity: a token that owns the item again after another
     replaced it went back, and a fenced write whose token is the current one was not stale."""
     observed = [o for o in ev.snapshots() if o.snapshot.get("leases") is not None]
@@ -550,6 +550,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
     from recoverykit.conformance.checks_paperclip import PAPERCLIP_CHECKS
     from recoverykit.conformance.checks_paperclip_work import WORK_CHECKS
+    from recoverykit.conformance.checks_pricing import PRICING_CHECKS
     from recoverykit.conformance.checks_reasons import REASON_CHECKS
     from recoverykit.conformance.checks_repair import REPAIR_CHECKS
     from recoverykit.conformance.checks_requests import REQUEST_CHECKS
@@ -560,7 +561,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
             *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *REPAIR_CHECKS, *ACCEPTANCE_CHECKS,
             *GOAL_CHECKS, *GOAL_RECORD_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS, *WORK_CHECKS,
-            *JOB_CHECKS)
+            *JOB_CHECKS, *PRICING_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

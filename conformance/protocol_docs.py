@@ -82,6 +82,10 @@ CHANGELOG = """\
   request started a Job, kept by the Job and its subtasks) and an optional `usage_receipts[].job_id` (the Job an
   attempt's receipt is metered against, saved at dispatch). Adapters that do not declare `jobs` need no change;
   without `provenance` JOB-02, without `job_id` JOB-04 stays unknown, never valid.
+- **1.4**: prices (seed 000, "Usage, cost and budget"), optional: `init_ok.pricing` declares that the runtime keeps
+  a pricing table, the request `pricing_set` (sent only then) changes it, and `usage_receipts[].quote` is the
+  price an attempt was quoted at, stored apart from its tokens and never rewritten. Without the declaration the
+  scenario `pricing_history` is not applicable and USG-09 is not required.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

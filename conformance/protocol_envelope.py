@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROTOCOL_VERSION = "1.3"  # MAJOR.MINOR: the kit accepts any adapter with the same MAJOR
+PROTOCOL_VERSION = "1.4"  # MAJOR.MINOR: the kit accepts any adapter with the same MAJOR
 MAX_LINE_BYTES = 1 << 20  # default per-line limit, newline excluded; the client can raise it
 MAX_MSG_ID = 2**53 - 1  # exactly representable in every JSON implementation (IEEE double)
 

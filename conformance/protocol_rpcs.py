@@ -126,6 +126,10 @@ class InitOk(Reply):
         False, description="Since 1.2, optional: the runtime has an explicit setting that disables automatic "
         "recovery and honours `start.automatic_recovery`. False or absent: the scenario that disables it is not "
         "applicable, never passed.")
+    pricing: bool = Field(
+        False, description="Since 1.4, optional: the runtime keeps a pricing table the kit can change (`pricing_set`) "
+        "and stores with each usage receipt the price it was quoted at (`usage_receipts[].quote`), apart from its "
+        "tokens. False or absent: the scenario that changes prices is not applicable, never passed.")
 
 
 # --- user operations ----------------------------------------------------------------------------
@@ -332,6 +336,20 @@ class PlantPausedRecordOk(Reply):
     input_id: Id = Field(description="The id of its accepted input.")
 
 
+class PricingSet(Request):
+    """Since 1.4: the operator changes the runtime's pricing table (seed 000, "Usage, cost and budget": known
+    tokens and known prices are stored apart, and a pricing-table change never rewrites a historical quote)."""
+
+    type: Literal["pricing_set"] = "pricing_set"
+    model: str | None = Field(None, description="The model the prices are for; null or absent: every model.")
+    input_usd_per_mtok: float = Field(ge=0, description="US dollars per million prompt tokens.")
+    output_usd_per_mtok: float = Field(ge=0, description="US dollars per million completion tokens.")
+
+
+class PricingSetOk(Reply):
+    type: Literal["pricing_set_ok"] = "pricing_set_ok"
+
+
 # --- lifecycle ----------------------------------------------------------------------------------
 
 
@@ -463,6 +481,9 @@ RPCS: tuple[RPC, ...] = (
         "runs or workspace preparations fail with the given error code. A restart during bootstrap needs no "
         "request: the kit kills at `bootstrap.before_dispatch`.", TaskFault, TaskFaultOk, Profile.PAPERCLIP_RETRY,
         since="1.3"),
+    RPC("pricing_set", "Change the runtime's pricing table; answer once the new prices are durable. Requests "
+        "dispatched from then on are quoted at them; a receipt's quote, once stored, never changes. Sent only to "
+        "adapters declaring `init_ok.pricing`.", PricingSet, PricingSetOk, Profile.CHAT_CORE, since="1.4"),
     RPC("reload", "Frontend reload: disconnect the client and reconnect; changes no intent.",
         Reload, ReloadOk, Profile.CHAT_CORE),
     RPC("plant_paused_record", "Sent only to adapters declaring `init_ok.legacy_paused_record`, and only while the "

@@ -201,6 +201,13 @@ class Approval(Record):
         "whose outcome was unknown then); a change to it needs a fresh approval. Null or absent if not recorded.")
 
 
+class Quote(Record):
+    """Since 1.4: the prices a receipt's attempt was quoted at, kept apart from its tokens."""
+
+    input_usd_per_mtok: float = Field(ge=0, description="US dollars per million prompt tokens.")
+    output_usd_per_mtok: float = Field(ge=0, description="US dollars per million completion tokens.")
+
+
 class UsageReceipt(Record):
     receipt_id: Id
     work_id: Id
@@ -220,11 +227,15 @@ class UsageReceipt(Record):
         None, description="Since 1.3, optional (profile jobs): the Job whose reservation the attempt belongs to (the "
         "Job's own request, or one of its subtask's), saved with the receipt at dispatch; null for other work or if "
         "not recorded.")
+    quote: Quote | None = Field(
+        None, description="Since 1.4, optional (adapters declaring `init_ok.pricing`): the prices in the runtime's "
+        "pricing table when the attempt was dispatched, stored with the receipt apart from its tokens; a later "
+        "`pricing_set` never changes it. Null when no price was known then.")
 
 
 Generation = Annotated[int, Field(ge=0)] | Annotated[str, Field(min_length=1)]
 GENERATION_DOC = ("The fencing generation; writes from older generations are rejected. An integer that only moves "
-                  "forward, or, since 1.3, an opaque string token (a per-execution fencing token such as DBOS's "
+                  "forward, or, since 1.4, an opaque string token (a per-execution fencing token such as DBOS's "
                   "`owner_xid`), compared for identity only: the kit then judges stale writes from evidence (a token "
                   "that owned the item again after another replaced it, a write under a replaced token), never from "
                   "an order of the strings.")
@@ -232,7 +243,7 @@ GENERATION_DOC = ("The fencing generation; writes from older generations are rej
 
 class Owner(Record):
     host_id: str = Field(description="The owner's host identity.")
-    pid: int | None = Field(description="The owner's process id. Since 1.3, null when the runtime records no "
+    pid: int | None = Field(description="The owner's process id. Since 1.4, null when the runtime records no "
                             "process for an owner (DBOS records an executor id, not a process).")
     create_time: float | None = Field(description="Process start time, to tell a reused pid apart; null if unknown.")
 

@@ -673,6 +673,31 @@ def _needs_legacy_record(run: Run) -> str | None:
             "written")
 
 
+PRICE_TABLES = ({"input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
+                {"input_usd_per_mtok": 5.0, "output_usd_per_mtok": 25.0})
+
+
+def drive_pricing_history(run: Run) -> list[ClauseResult]:
+    """Prices set, a turn, its receipt observed; the prices changed, a tree kill, a second turn: the first
+    receipt keeps the quote it was given and the second is quoted at the new table (USG-09, ``checks_pricing``)."""
+    run.start()
+    run.op("pricing_set", **PRICE_TABLES[0])
+    submit(run, "pra")
+    run.settle(SETTLE_S)
+    run.op("pricing_set", **PRICE_TABLES[1])
+    run.observe()
+    restart_kit_side(run, "tree_kill")
+    submit(run, "prb")
+    run.settle(SETTLE_S)
+    return []
+
+
+def _needs_pricing(run: Run) -> str | None:
+    if run.init_ok.pricing:
+        return None
+    return "init_ok.pricing is not declared (protocol 1.4): the runtime keeps no pricing table the kit can change"
+
+
 def _needs_recovery_setting(run: Run) -> str | None:
     if run.init_ok.automatic_recovery_setting:
         return None
@@ -892,6 +917,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("RI-07",), drive_legacy_paused_record,
              Chaos(none="the record is written during downtime by the adapter; chaos's points would only move the "
                         "kill before it"), _needs_legacy_record),
+    Scenario("pricing_history", "prices set, a turn; the prices changed and a tree kill, a second turn: each receipt "
+             "keeps its tokens and the prices it was quoted at, never rewritten", _CHAT,
+             (script("pra", text_step(), usage="final"), script("prb", text_step(), usage="final")), (),
+             ("USG-09", "INP-01"), drive_pricing_history,
+             Chaos(none="a price change is an operator's act, not an interruption point; the drive's own kill "
+                        "checks that quotes survive a restart"), _needs_pricing),
     Scenario("busy_owner", "one owner busy on a slow model call while other sessions keep every worker awake",
              _CHAT, (script("bo", text_step(faults=HOLD_FIRST), usage="final"),
                      script("bw1", text_step(), usage="final"), script("bw2", text_step(), usage="none")), (),
@@ -1510,7 +1541,7 @@ SCENARIOS += (
              "delivered to the Job once, the caller's provenance kept", Profile.JOBS, _jb.scripts(), ("probe_read",),
              ("JOB-01", "JOB-02", "JOB-03", "JOB-04", "FA-07", "RI-02"), _jb.drive_job_restart,
              Chaos(kinds=(_K.TREE_KILL, _K.WORKER_KILL), points=_jb.CHAOS_POINTS, clauses=("FA-07", "JOB-01"),
-                   kick=_jb.chaos_kick)),
+                   kick=_jb.chaos_kick, item_hits=True)),
 )
 SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 

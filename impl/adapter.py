@@ -25,7 +25,7 @@ from .failpoints import POINTS
 from .procs import Runtime
 
 log = logging.getLogger("recoverykit.impl.adapter")
-NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.3"
+NAME, VERSION, PROTOCOL = "recoverykit-reference-runtime", "0.1.0", "1.4"
 RESOURCES = ["model", "credentials", "working_dir", "tool_version"]  # rechecked after a restart (resources.py)
 RESTART_KINDS = ["frontend_reload", "normal_exit", "graceful_worker_restart", "stop_all_exit"]
 LIFECYCLE = ("start", "stop", "restart", "shutdown")
@@ -122,7 +122,7 @@ class Adapter:
         return {"name": NAME, "version": VERSION, "protocol_version": PROTOCOL, "profiles": PROFILES,
                 "failpoints": list(POINTS), "restart_kinds": RESTART_KINDS, "observes": observe.OBSERVES,
                 "resources": RESOURCES, "storage": observe.STORAGE_DECL, "automatic_recovery_setting": True,
-                "legacy_paused_record": True}
+                "legacy_paused_record": True, "pricing": True}
 
     def op_start(self, req: dict) -> dict:
         self._configure(req)
@@ -241,6 +241,11 @@ class Adapter:
 
     def op_budget_set(self, req: dict) -> dict:
         return self._control({"op": "budget_set", "work_id": req["work_id"], "limit": req["limit"]})
+
+    def op_pricing_set(self, req: dict) -> dict:
+        return self._control({"op": "pricing_set", "model": req.get("model"),
+                              "input_usd_per_mtok": req["input_usd_per_mtok"],
+                              "output_usd_per_mtok": req["output_usd_per_mtok"]})
 
     def op_notify(self, req: dict) -> dict:
         body = {"op": "notify", **{k: req[k] for k in ("notification_id", "handle", "version", "outcome")}}

@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-from . import approvals, goals, jobs, resources, tasks, waits
+from . import approvals, goals, jobs, pricing, resources, tasks, waits
 from .config import Config
 from .db import Database
 from .failpoints import failpoint
@@ -167,6 +167,8 @@ def handle(db: Database, cfg: Config, req: dict) -> dict:
     if op == "notify":
         waits.save(db, req["notification_id"], req["handle"], req["version"], req["outcome"], "notify")
         return {}
+    if op == "pricing_set":
+        return pricing.set_prices(db, req.get("model"), req["input_usd_per_mtok"], req["output_usd_per_mtok"])
     if op == "ping":
         return {"pid": os.getpid()}
     if op in tasks.OPS:  # the Paperclip task layer keeps its own store (tasks.db)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import history, resources, tools
+from . import history, pricing, resources, tools
 from .config import AWAITING_APPROVAL, SAFE_FOR_RECOVERY, Config
 from .db import Database
 from .failpoints import failpoint
@@ -65,12 +65,14 @@ def drain_outbox(ctx: Ctx) -> None:
     for op in rows(ctx.db, "SELECT * FROM outbox WHERE status='pending' ORDER BY created_at"):
         payload = json.loads(op["payload"])
         if op["kind"] == "usage.open":
+            quote = payload.get("quote") or {}  # the prices at dispatch (impl/pricing.py), or none set
             ctx.udb.conn.execute(
                 "INSERT OR IGNORE INTO receipts (request_id, op_key, work_id, session_id, turn_id, attempt,"
-                " objective_revision, state, created_at, job_id) VALUES (?,?,?,?,?,?,?,'dispatched',?,?)",
+                " objective_revision, state, created_at, job_id, quote_input_usd_per_mtok,"
+                " quote_output_usd_per_mtok) VALUES (?,?,?,?,?,?,?,'dispatched',?,?,?,?)",
                 (payload["request_id"], op["op_key"], payload["work_id"], payload["session_id"],
                  payload["turn_id"], payload["attempt"], payload.get("objective_revision"), now(),
-                 payload.get("job_id")))
+                 payload.get("job_id"), quote.get("input_usd_per_mtok"), quote.get("output_usd_per_mtok")))
         elif op["kind"] == "usage.lost":
             # Only a receipt still waiting for its response becomes unknown; a settled one stays.
             ctx.udb.conn.execute("UPDATE receipts SET state='unknown', settled_at=? WHERE request_id=?"
@@ -115,7 +117,8 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
                             (request_id, work_id, turn_id, step, n, now()))
         payload = {"request_id": request_id, "work_id": work_id, "session_id": item["session_id"],
                    "turn_id": turn_id, "attempt": n, "objective_revision": item["objective_revision"],
-                   "job_id": job["job_id"] if job else None}
+                   "job_id": job["job_id"] if job else None,
+                   "quote": pricing.quote(ctx.db, ctx.cfg.model)}  # the prices now, kept with the receipt
         ctx.db.conn.execute("INSERT INTO outbox VALUES (?,?,?,'pending',?,NULL)",
                             (f"usage.open:{request_id}", "usage.open", json.dumps(payload), now()))
         emit(ctx.db, work_id, "provider_request", request_id=request_id, turn_id=turn_id)

@@ -39,6 +39,14 @@ class Unreadable(Exception):
     """The runtime's storage cannot be read; the text says why and what to do."""
 
 
+def _quote(receipt: dict) -> dict | None:
+    """The prices the attempt was quoted at when dispatched (protocol 1.4), as stored with its receipt."""
+    if receipt.get("quote_input_usd_per_mtok") is None:
+        return None
+    return {"input_usd_per_mtok": receipt["quote_input_usd_per_mtok"],
+            "output_usd_per_mtok": receipt["quote_output_usd_per_mtok"]}
+
+
 def _read(path: Path, sql: str, params: tuple = ()) -> list[dict]:
     return _read_many(path, [(sql, params)])[0]
 
@@ -163,7 +171,8 @@ def snapshot(data_dir: Path) -> dict:
                             **receipt_attribution(r, goal_by_work),
                             "prompt_tokens": r["prompt_tokens"] if r["state"] in ("known", "partial") else None,
                             "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
-                            "usage": _USAGE_STATES[r["state"]], "job_id": r.get("job_id")} for r in receipts],
+                            "usage": _USAGE_STATES[r["state"]], "job_id": r.get("job_id"),
+                            "quote": _quote(r)} for r in receipts],
         "leases": [{"work_id": lease["work_id"], "owner": {"host_id": lease["host_id"], "pid": lease["pid"],
                                                           "create_time": lease["create_time"]},
                     "generation": lease["generation"], "expires_at": None} for lease in leases],

@@ -137,6 +137,12 @@ RUNTIME_MIGRATIONS: tuple[str, ...] = (
         job_id TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL, child_id TEXT UNIQUE, started_at REAL,
         delivered_at REAL, PRIMARY KEY (job_id, idx));
     """,
+    # 6: the operator's pricing table (impl/pricing.py); a request is quoted at the newest row when dispatched
+    """
+    CREATE TABLE pricing (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, model TEXT, input_usd_per_mtok REAL NOT NULL,
+        output_usd_per_mtok REAL NOT NULL, set_at REAL NOT NULL);
+    """,
 )
 
 USAGE_MIGRATIONS: tuple[str, ...] = (
@@ -151,6 +157,11 @@ USAGE_MIGRATIONS: tuple[str, ...] = (
     # 2: the Job a receipt's attempt belongs to (impl/jobs.py), saved at dispatch
     """
     ALTER TABLE receipts ADD COLUMN job_id TEXT;
+    """,
+    # 3: the prices an attempt was quoted at when dispatched (impl/pricing.py), apart from its tokens
+    """
+    ALTER TABLE receipts ADD COLUMN quote_input_usd_per_mtok REAL;
+    ALTER TABLE receipts ADD COLUMN quote_output_usd_per_mtok REAL;
     """,
 )
 

@@ -603,7 +603,7 @@ CLAUSES: tuple[Clause, ...] = (
     _c("USG-08", _S, _GOALS, "MLH", SEED_000, COST,
        "A late receipt stays attributed to its original Goal even if the Goal was paused, ended or edited.",
        "Late receipts remain attributed to the original Goal even if paused, ended, or edited."),
-    _c("USG-09", _S, _CHAT, "ML", SEED_000, COST,
+    _c("USG-09", _S, _CHAT, "MH", SEED_000, COST,
        "Known tokens and known prices are stored separately, and a pricing-table change never rewrites a historical "
        "quote.",
        "Store known tokens and known prices separately. Pricing-table changes do not rewrite historical quotes."),
@@ -1066,9 +1066,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "kit's probes are local children, which a runtime rightly waits for (OWN-07), and the protocol has no "
         "operation that delivers an external receipt late. A real result never displaced once sent is judged as "
         "CTX-04.", observable=True),
-    "USG-09": NotJudged(
-        "The protocol carries no price or quote (a receipt carries tokens only) and no request that changes a "
-        "runtime's pricing table; it needs an optional receipt cost and a pricing request first.", observable=True),
     "USG-19": NotJudged(
         "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
         "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",

@@ -62,11 +62,12 @@ def test_undeclared_profiles_are_not_applicable_never_passed(honest):
     na = {c.name for c in honest.cases if c.verdict.value == "not_applicable"}
     by_profile = {s.id for s in all_scenarios() if s.profile.value != "chat_core"}  # the mini declares chat_core
     # no init_ok.storage, init_ok.resources, input-acceptance failpoints, init_ok.automatic_recovery_setting,
-    # init_ok.legacy_paused_record nor the recovery.repair.after failpoint, and protocol 1.0 (no start.probe_tools):
+    # init_ok.legacy_paused_record, init_ok.pricing nor the recovery.repair.after failpoint, and protocol 1.0 (no
+    # start.probe_tools):
     # never passed, not required
     by_capability = {"storage_unreadable", "migration_newer_schema", "resources_after_downtime", "input_acceptance",
                      "recovery_disabled", "legacy_paused_record", "stop_before_resource", "second_crash",
-                     "effect_boundary"}
+                     "effect_boundary", "pricing_history"}
     assert na == by_profile | by_capability
     assert honest.clauses["GOAL-01"].value == "not_applicable"
     assert honest.clauses["REC-01"].value == "not_applicable" and "REC-01" not in honest.required

@@ -199,7 +199,7 @@ def test_two_leases_or_a_generation_going_back_is_invalid():
 
 
 def test_opaque_fencing_tokens_are_judged_by_identity_not_order():
-    """Protocol 1.3: a lease's generation may be an opaque token (DBOS's ``owner_xid``). A new token replacing an
+    """Protocol 1.4: a lease's generation may be an opaque token (DBOS's ``owner_xid``). A new token replacing an
     old one is fine whatever their string order; the old token owning the item again went back."""
     def lease(token):
         return {"work_id": "w1", "owner": {"host_id": "h", "pid": None, "create_time": None}, "generation": token,

@@ -20,7 +20,7 @@ where it differs from the contract:
 
 Declared only what is real: failpoints at step boundaries (``hooks``); restarts ``frontend_reload``,
 ``normal_exit`` and ``stop_all_exit``; observes ``work_items`` (``workflow_status`` and ``workflow_input``) and
-``usage_receipts`` (the ``call_model`` rows of ``operation_outputs``) and ``leases`` (protocol 1.3: a running
+``usage_receipts`` (the ``call_model`` rows of ``operation_outputs``) and ``leases`` (protocol 1.4: a running
 workflow's executor id as the owner's host, no pid, DBOS records none, and its per-execution ``owner_xid`` as an
 opaque fencing token). Not ``turns``: DBOS keeps only the current execution of a workflow (``owner_xid``,
 ``recovery_attempts``), no history of executions. Not ``tool_calls``: a step leaves no row until it returns, so a
@@ -60,7 +60,7 @@ def decode(text: str | None) -> Any:
 
 
 class DBOSAdapter(Adapter):
-    name, version, protocol_version = "dbos-sqlite", "3.4", "1.3"
+    name, version, protocol_version = "dbos-sqlite", "3.4", "1.4"
     failpoints = FAILPOINTS
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
     observes = ["work_items", "usage_receipts", "leases"]
