@@ -20,9 +20,18 @@ from recoverykit.adapter import from_environment, signal_ready
 
 from . import app
 
+DRAIN_S = 8  # below the SDK's grace before SIGKILL (recoverykit.adapter.processes.STOP_GRACE_S)
+
+
+def drain_and_exit(*_: object) -> None:
+    """A graceful exit as DBOS offers it: stop dequeuing, let active workflows finish (their steps are recorded as
+    they return) for up to ``DRAIN_S`` seconds, then exit; what is still running is recovered at the next launch."""
+    DBOS.destroy(workflow_completion_timeout_sec=DRAIN_S)
+    os._exit(0)
+
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # every step is recorded when it returns: exit at once
+    signal.signal(signal.SIGTERM, drain_and_exit)
     env = from_environment()
     app.Settings.data_dir = str(env.data_dir)
     app.Settings.base_url = env.provider_base_url
