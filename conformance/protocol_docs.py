@@ -86,6 +86,10 @@ CHANGELOG = """\
   a pricing table, the request `pricing_set` (sent only then) changes it, and `usage_receipts[].quote` is the
   price an attempt was quoted at, stored apart from its tokens and never rewritten. Without the declaration the
   scenario `pricing_history` is not applicable and USG-09 is not required.
+- **1.4** (profile `paperclip_retry`), optional: the request `task_message` (a message saved on a task for its
+  next execution start), the coordinator field `result` (`accepted` while a provider result waits for its
+  finalizer) and the interruption point `run.finalize.before`; without them RTY-23, RTY-17 and RTY-25 stay
+  unknown, never valid.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each
