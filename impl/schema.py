@@ -163,6 +163,13 @@ USAGE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE receipts ADD COLUMN quote_input_usd_per_mtok REAL;
     ALTER TABLE receipts ADD COLUMN quote_output_usd_per_mtok REAL;
     """,
+    # 4: budget reservations (impl/reservations.py), opened with the receipt, settled by its write
+    """
+    CREATE TABLE reservations (
+        reservation_id TEXT PRIMARY KEY, request_id TEXT NOT NULL UNIQUE, work_id TEXT NOT NULL, goal_id TEXT,
+        max_tokens INTEGER, state TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,
+        updated_at REAL NOT NULL);
+    """,
 )
 
 

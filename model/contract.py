@@ -641,7 +641,7 @@ CLAUSES: tuple[Clause, ...] = (
        "bounds.",
        "Unknown tokens and unknown costs retain separate reservations; partial cumulative data records only lower "
        "bounds."),
-    _c("USG-19", _S, _CHAT, "MC", SEED_000, COST,
+    _c("USG-19", _S, _GOALS, "MH", SEED_000, COST,
        "An expired unstarted reservation never dispatches, and a started request is never released automatically.",
        "Expired unstarted reservations cannot dispatch; started requests are not automatically released."),
 
@@ -1066,10 +1066,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "kit's probes are local children, which a runtime rightly waits for (OWN-07), and the protocol has no "
         "operation that delivers an external receipt late. A real result never displaced once sent is judged as "
         "CTX-04.", observable=True),
-    "USG-19": NotJudged(
-        "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
-        "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
-        observable=True),
     # --- approvals profile: what checks_approvals does not judge yet, and why
     "EFF-04": NotJudged(
         "Which writes a runtime counts as related to an unknown effect is its own determination; the kit's "
