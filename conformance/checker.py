@@ -533,6 +533,8 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_outcomes import OUTCOME_CHECKS
     from recoverykit.conformance.checks_owners import OWNER_CHECKS
     from recoverykit.conformance.checks_paperclip import PAPERCLIP_CHECKS
+    from recoverykit.conformance.checks_paperclip_messages import MESSAGE_CHECKS
+    from recoverykit.conformance.checks_paperclip_records import RECORD_CHECKS
     from recoverykit.conformance.checks_paperclip_work import WORK_CHECKS
     from recoverykit.conformance.checks_pricing import PRICING_CHECKS
     from recoverykit.conformance.checks_reasons import REASON_CHECKS
@@ -546,7 +548,7 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
             *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *REPAIR_CHECKS, *ACCEPTANCE_CHECKS,
             *GOAL_CHECKS, *GOAL_RECORD_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS, *WORK_CHECKS,
-            *JOB_CHECKS, *PRICING_CHECKS, *RESERVATION_CHECKS)
+            *RECORD_CHECKS, *MESSAGE_CHECKS, *JOB_CHECKS, *PRICING_CHECKS, *RESERVATION_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

@@ -128,13 +128,18 @@ def _initial_runs(ev: Evidence) -> set[str]:
 
 
 def check_turn_needs_retry(ev: Evidence) -> list[ClauseResult]:
-    """RTY-34: a task (the protocol has no waiting requests on tasks, so every task is one with none) gets no
-    agent turn after its first but through a Retry: every later run is a click's (a key the kit sent, or a
-    receipt's) or a maintenance retry the schedule showed before it ran."""
+    """RTY-34: a task with no waiting request (no message saved on it, ``task_message``) gets no agent turn after
+    its first but through a Retry: every later run is a click's (a key the kit sent, or a receipt's) or a
+    maintenance retry the schedule showed before it ran. Once a message was saved on a task it has a waiting
+    request (seed 001: saved authorized follow-ups may continue through normal dispatch): a run first seen after
+    that may also be its follow-up's turn."""
     if not _paperclip(ev):
         return []
     observations = _task_observations(ev)
     initial = _initial_runs(ev)
+    waiting: dict[str, int] = {}  # task -> the index of its first saved message
+    for i, _ in _ops(ev, "task_message"):
+        waiting.setdefault(i.value.get("task_id"), i.index)
     keys_sent = {i.value.get("idempotency_key") for i, _ in _ops(ev, "retry")}
     entries: set[tuple[str, int, int]] = set()
     receipt_runs: set[str] = set()
@@ -149,9 +154,11 @@ def check_turn_needs_retry(ev: Evidence) -> list[ClauseResult]:
             tasks_seen.add(r["work_id"])
             if r["run_id"] in initial or first_of_task:
                 continue
-            judged += 1
             by_click = r.get("idempotency_key") in keys_sent or r["run_id"] in receipt_runs
             by_schedule = (r["work_id"], r.get("generation"), (r.get("attempt") or 0) - 1) in entries
+            if not by_click and not by_schedule and waiting.get(r["work_id"], obs.index) < obs.index:
+                continue  # a saved message was waiting: its follow-up's turn, not judged
+            judged += 1
             if not by_click and not by_schedule:
                 problems.append(f"run {r['run_id']} of task {r['work_id']} (generation {r.get('generation')}, attempt "
                                 f"{r.get('attempt')}, retrying {r.get('retry_of')}) is an agent turn with no Retry "

@@ -86,6 +86,10 @@ CHANGELOG = """\
   a pricing table, the request `pricing_set` (sent only then) changes it, and `usage_receipts[].quote` is the
   price an attempt was quoted at, stored apart from its tokens and never rewritten. Without the declaration the
   scenario `pricing_history` is not applicable and USG-09 is not required.
+- **1.4** (profile `paperclip_retry`), optional: the request `task_message` (a message saved on a task for its
+  next execution start), the coordinator field `result` (`accepted` while a provider result waits for its
+  finalizer) and the interruption point `run.finalize.before`; without them RTY-23, RTY-17 and RTY-25 stay
+  unknown, never valid.
 - **1.4** (profile `goals`, also): budget reservations, optional: the snapshot section `reservations` (declared in
   `init_ok.observes`) shows what each paid attempt under a hard budget holds of it: the attempt it covers
   (`request_id`, as its receipt names it), `max_tokens`, `expires_at` on the runtime's clock and its `state`

@@ -13,7 +13,15 @@ from typing import Literal
 from pydantic import Field
 from recoverykit.conformance.protocol_envelope import Reply, Request
 from recoverykit.conformance.protocol_snapshot import Id, Record, Section, Snapshot
-from recoverykit.conformance.protocol_tasks import ReceiptStatus, TaskCreate, TaskCreateOk, TaskFault, TaskFaultOk
+from recoverykit.conformance.protocol_tasks import (
+    ReceiptStatus,
+    TaskCreate,
+    TaskCreateOk,
+    TaskFault,
+    TaskFaultOk,
+    TaskMessage,
+    TaskMessageOk,
+)
 from recoverykit.model.catalogue import (
     INTERRUPTION_POINTS,
     EffectClass,
@@ -477,6 +485,10 @@ RPCS: tuple[RPC, ...] = (
         "run is `precondition_failed`.", Retry, RetryOk, Profile.PAPERCLIP_RETRY),
     RPC("task_create", "Create a Paperclip task and its initial run (seed 001).", TaskCreate, TaskCreateOk,
         Profile.PAPERCLIP_RETRY, since="1.3"),
+    RPC("task_message", "Save a user message on a Paperclip task: the first run that starts execution after it "
+        "sends it to the provider, once (seed 001: a saved message is consumed once, when execution starts; a "
+        "rejected, unadmitted Retry releases it for another deliberate Retry).", TaskMessage, TaskMessageOk,
+        Profile.PAPERCLIP_RETRY, since="1.4"),
     RPC("task_fault", "Environment fault the kit injects (test instrumentation, like a failpoint): the task's next "
         "runs or workspace preparations fail with the given error code. A restart during bootstrap needs no "
         "request: the kit kills at `bootstrap.before_dispatch`.", TaskFault, TaskFaultOk, Profile.PAPERCLIP_RETRY,

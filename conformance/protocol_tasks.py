@@ -4,9 +4,9 @@ Seed 001 (Paperclip's task recovery, with pull request #19759) speaks of tasks, 
 generations, the durable wakeup receipt a Retry click records, the workspace a run binds, the native
 recovery coordinator a restart claims, and the maintenance retry schedule. This module declares them once:
 the snapshot records (sections ``tasks``, ``wakeup_receipts``, ``workspaces``, ``recovery_coordinators``,
-``retry_schedule``; ``runs`` existed since 1.0 and gains optional fields) and the requests ``task_create``
-and ``task_fault``. Kept apart from ``protocol_snapshot`` and ``protocol_rpcs`` so the chat core's
-declarations stay readable; both import from here, never the other way round.
+``retry_schedule``; ``runs`` existed since 1.0 and gains optional fields) and the requests ``task_create``,
+``task_fault`` and (since 1.4) ``task_message``. Kept apart from ``protocol_snapshot`` and ``protocol_rpcs`` so
+the chat core's declarations stay readable; both import from here, never the other way round.
 
 Everything here is additive: an adapter of 1.0 to 1.2 never receives these requests (they belong to a
 profile it does not declare) and sends these sections as null.
@@ -84,6 +84,11 @@ class RecoveryCoordinator(TaskRecord):
         "gone) or `reattach` (a live runner); null when no restart claimed it.")
     lease_owner: str | None = Field(description="The owner of the claim (opaque); null when released.")
     error_code: str | None = Field(description="The failed run's error code once settled as a failure.")
+    result: Literal["accepted", "succeeded", "failed"] | None = Field(
+        None, description="The run's result as the coordinator holds it: `accepted` once a provider result is "
+        "durably accepted and waiting for its finalizer (seed 001: an accepted native result goes back to its "
+        "existing finalizer), `succeeded` / `failed` once finalized; null while there is none. Since 1.4, "
+        "optional.")
 
 
 class RetryScheduleEntry(TaskRecord):
@@ -127,6 +132,20 @@ class TaskFault(Request):
     error_code: str = Field(min_length=1, description="E.g. `provider_unavailable`, `workspace_validation_failed`.")
     cooldown_s: float | None = Field(None, ge=0, description="For `run_fails`: the provider's cooldown; null: none.")
     count: int = Field(1, ge=1, description="How many runs or preparations the fault hits.")
+
+
+class TaskMessage(Request):
+    type: Literal["task_message"] = "task_message"
+    task_id: Id
+    text: str = Field(min_length=1, max_length=160, description="A message the user saves on the task for its next "
+                      "execution (seed 001: a saved message is consumed once, when execution starts): the first run "
+                      "of the task that starts execution after it sends it to the provider with the task's "
+                      "instruction; no later run sends it again. Saving it starts no run by itself.")
+
+
+class TaskMessageOk(Reply):
+    type: Literal["task_message_ok"] = "task_message_ok"
+    task_id: Id
 
 
 class TaskFaultOk(Reply):

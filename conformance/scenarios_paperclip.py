@@ -10,10 +10,12 @@ the checks judge them like every other scenario. This module imports nothing of 
   directory as a task directory. A second task takes the same steps, but its re-preparation fails before
   dispatch: the coordinator settles, and a later Retry creates a run.
 - ``paperclip_retry``: admission. A click without board authority, a double click with one key (concurrently),
-  the same key after the run completed and after it failed, and a stale observed run.
+  the same key after the run completed and after it failed, and a stale observed run refused while a saved
+  message waits, then another deliberate click whose run must carry it.
 - ``paperclip_schedule``: the maintenance schedule, driven by the kit's clock (a restart with a larger clock
   offset), never by waiting: retries at their due times, a restart in the middle (budget and jitter kept), the
-  30-minute window, exhaustion, then a new deliberate click.
+  30-minute window, exhaustion, then a new deliberate click, whose run's accepted result is held before its
+  finalization while the kit restarts the runtime (RTY-25).
 
 The kit records what it sees on disk itself (``disk.inspect``): the ``isolated-workspace-attempts`` tree and
 ``git worktree list`` of every repository in the data dir.
@@ -57,6 +59,15 @@ def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: floa
         task = task_of(run.observe(), task_id)
         if (task is not None and task["status"] in statuses) or time.monotonic() >= deadline:
             return task
+        time.sleep(0.05)
+
+
+def wait_run(run: Run, run_id: str, statuses: set[str], timeout_s: float = WAIT_S) -> None:
+    """Observe until the run is in one of ``statuses`` (or the time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(r["run_id"] == run_id and r["status"] in statuses for r in run.observe().get("runs") or []):
+            return
         time.sleep(0.05)
 
 
@@ -111,6 +122,10 @@ def drive_19759(run: Run) -> list[ClauseResult]:
                                                if h.point == "bootstrap.before_dispatch"]) < 2:
         time.sleep(0.02)
     run.op("task_fault", task_id=tb, fault="prepare_fails", error_code="workspace_validation_failed", count=1)
+    # messages saved while both runs bootstrap: each is for its task's next execution start, task b's after its
+    # failed re-preparation (a claim or a preparation is no execution start; RTY-23)
+    run.op("task_message", task_id=ta, text=saved_text("p19a"))
+    run.op("task_message", task_id=tb, text=saved_text("p19b"))
     run.observe()
     disk.inspect(run, "bootstrap")
     run.kill("tree_kill")  # the restart during bootstrap
@@ -140,6 +155,11 @@ def drive_19759(run: Run) -> list[ClauseResult]:
 
 LOST_REPLY = "retry.receipt.after=1*pause"  # the first click is held after its receipt
 SETTLE_PAUSE = "coordinator.settle.before=1*pause"  # the failed re-preparation's settlement waits for the kit
+
+
+def saved_text(tag: str) -> str:
+    """A message the user saves on a task: short (the ledger keeps a message's first 160 characters) and unique."""
+    return f"saved follow-up {tag}: keep the notes"
 
 
 def _held(run: Run, point: str, timeout_s: float) -> bool:
@@ -180,7 +200,11 @@ def drive_retry_admission(run: Run) -> list[ClauseResult]:
     wait_task(run, ta, {"succeeded", "retry_offered"})
     first = next((r.reply.run_id for r in replies if r.ok), None)
     retry(run, ta, "kpa-1", first)  # the same key after its run completed
+    run.op("task_message", task_id=ta, text=saved_text("pra"))  # saved, then a refused click (RTY-17)
     retry(run, ta, "kpa-2", ra)  # a stale observed run: the task's current run is the Retry's
+    again = retry(run, ta, "kpa-3", first)  # another deliberate Retry: its run must carry the saved message
+    if again.ok and again.reply.run_id:
+        wait_run(run, again.reply.run_id, {"succeeded", "failed"})
     second = retry(run, tb, "kpb-1", rb)  # its run fails (the fault's second hit)
     wait_task(run, tb, {"retry_offered"})
     retry(run, tb, "kpb-1", second.reply.run_id if second.ok else rb)  # the same key after its run failed
@@ -218,22 +242,31 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
     run.start()
     before = _scheduled(run.observe(), task_id)
-    for jump in SCHEDULE_JUMPS_S:  # the kit's clock moves; the runtime reads it at its next start
+    for n, jump in enumerate(SCHEDULE_JUMPS_S):  # the kit's clock moves; the runtime reads it at its next start
         before_limited = _scheduled(run.observe(), limited)
         run.clock_jump(jump)
         run.kill("tree_kill")
-        run.start()
+        run.start(failpoints=FINALIZE_PAUSE if n == len(SCHEDULE_JUMPS_S) - 1 else None)  # (armed for the click)
         wait_rescheduled(run, task_id, before)
         wait_rescheduled(run, limited, before_limited)  # its fired retry ends before the next kill, not cut by it
         before = _scheduled(run.observe(), task_id)
     task = wait_task(run, task_id, {"retry_offered"})
     click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
     if click.ok and click.reply.run_id:
+        # its run's result is accepted and held before its finalization: a restart there; the restarted runtime
+        # must hand that result to its finalizer, never ask the provider again (RTY-25, RTY-15)
+        if _held(run, "run.finalize.before", WAIT_S):
+            run.observe()
+            run.kill("tree_kill")
+            run.start(failpoints="")
         wait_task(run, task_id, {"succeeded", "retry_offered", "retry_scheduled"})
     run.kill("tree_kill")  # a restart after the task completed: its old failed runs reopen nothing (RTY-35)
     run.start()
     run.settle(WAIT_S)
     return []
+
+
+FINALIZE_PAUSE = "run.finalize.before=1*pause"  # the first accepted result waits for the kit before its finalizer
 
 
 COOLDOWN_S = 900.0  # longer than the second retry's 60 s (±20 %)
@@ -265,7 +298,7 @@ def drive_cooldown(run: Run) -> list[ClauseResult]:
 
 
 CHAOS_POINTS = ("retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
-                "bootstrap.before_dispatch")
+                "bootstrap.before_dispatch", "run.finalize.before")
 SETTLE_POINTS = ("coordinator.settle.before", "coordinator.settle.after")  # reached only after the kit's restart
 
 

@@ -285,6 +285,9 @@ class Adapter:
                               "observed_run_id": req["observed_run_id"],
                               "authority": req.get("authority") or "board"})
 
+    def op_task_message(self, req: dict) -> dict:
+        return self._control({"op": "task_message", "task_id": req["task_id"], "text": req["text"]})
+
     def op_task_fault(self, req: dict) -> dict:
         return self._control({"op": "task_fault", "task_id": req["task_id"], "fault": req["fault"],
                               "error_code": req["error_code"], "cooldown_s": req.get("cooldown_s"),

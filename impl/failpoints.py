@@ -172,4 +172,5 @@ POINTS: tuple[str, ...] = (
     # the Paperclip task layer (tasks.py, task_runner.py)
     "retry.receipt.before", "retry.receipt.after", "workspace.prepare.before", "workspace.prepare.after",
     "bootstrap.before_dispatch", "coordinator.settle.before", "coordinator.settle.after",
+    "run.finalize.before",
 )

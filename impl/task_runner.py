@@ -9,8 +9,11 @@ two workers never run it twice. A run whose runner is gone is a restart claim on
   it already bound and goes on. If that re-preparation fails, the run fails and the claimed coordinator settles
   as ``terminal_failure`` (``settle_failed_preparation``, #19759), so a later Retry is admitted and deferred
   clicks wake;
-- ``resume_dead_runner``: the runner died after dispatch; the native session cannot be resumed, so the run fails
-  with ``native_session_interrupted`` and its coordinator ends ``terminal_failure``.
+- ``resume_dead_runner``: the runner died after dispatch. A result the run had already accepted (recorded on its
+  coordinator before finalization, ``run.finalize.before``) goes to the run's finalizer, with no second provider
+  request (seed 001: recovery does not create a second agent to reproduce that result); without one, the native
+  session cannot be resumed, so the run fails with ``native_session_interrupted`` and its coordinator ends
+  ``terminal_failure``.
 
 A failure then either schedules the generation's next maintenance retry (``retry_policy``) or offers the
 ordinary Retry action.
@@ -152,6 +155,9 @@ def claim(db: Database, me: Identity) -> tuple[dict, str | None] | None:
 def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity) -> None:
     run_id = run["run_id"]
     task = one(db, "SELECT * FROM tasks WHERE task_id=?", (run["task_id"],))
+    if kind == "resume_dead_runner" and accepted_result(db, run_id):
+        finalize(db, run_id, task["task_id"])  # its accepted result goes to its existing finalizer
+        return
     if kind == "resume_dead_runner":
         settle_receipt(cfg, f"{run_id}.1", None, False)  # sent or not, its usage is unknown: never zero
         fail_run(db, run_id, "native_session_interrupted", coordinator="terminal_failure")
@@ -178,15 +184,17 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
     request_id = f"{run_id}.1"
     with tx(db):
         armed = tasks.take_fault(db, task["task_id"], "run_fails")
+        saved: list[str] = []
         if armed is None:
             open_receipt(cfg, run, request_id)  # attribution is durable before the run counts as dispatched
             db.execute("UPDATE runs SET state='dispatched', dispatched=1 WHERE run_id=?", (run_id,))
+            saved = tasks.consume_messages(db, task["task_id"], run_id)  # execution starts: consumed, once
     if armed is not None:
         cooldown = now() + armed["cooldown_s"] if armed["cooldown_s"] else None
         fail_run(db, run_id, armed["error_code"], coordinator="terminal_failure", cooldown_until=cooldown)
         return
-    request = Request(cfg.provider_base_url, cfg.model, [{"role": "user", "content": task["text"]}], [],
-                      request_id, api_key=cfg.api_key)
+    messages = [{"role": "user", "content": text} for text in (task["text"], *saved)]
+    request = Request(cfg.provider_base_url, cfg.model, messages, [], request_id, api_key=cfg.api_key)
     try:
         request.send()
         answer = request.receive()
@@ -196,13 +204,26 @@ def execute(db: Database, cfg: Config, run: dict, kind: str | None, me: Identity
         code = "provider_rate_limited" if exc.status == 429 else "provider_unavailable"
         fail_run(db, run_id, code, coordinator="terminal_failure")
         return
+    with tx(db):  # the result is accepted (durable) before its finalization
+        db.execute("UPDATE coordinators SET result='accepted' WHERE run_id=? AND result IS NULL", (run_id,))
+    failpoint("run.finalize.before", task["task_id"])
+    finalize(db, run_id, task["task_id"])
+
+
+def accepted_result(db: Database, run_id: str) -> bool:
+    """The run's provider result was accepted (durable on its coordinator) and is waiting for its finalizer."""
+    return (one(db, "SELECT result FROM coordinators WHERE run_id=?", (run_id,)) or {}).get("result") == "accepted"
+
+
+def finalize(db: Database, run_id: str, task_id: str) -> None:
+    """The run's finalizer: its accepted result completes the run, its coordinator, its receipts and the task."""
     with tx(db):
         db.execute("UPDATE runs SET state='succeeded', runner_pid=NULL WHERE run_id=?", (run_id,))
         db.execute("UPDATE coordinators SET state='completed', lease_owner=NULL, result='succeeded' WHERE run_id=?",
                    (run_id,))
         db.execute("UPDATE wakeup_receipts SET status='completed' WHERE run_id=? AND status='pending'", (run_id,))
         db.execute("UPDATE tasks SET status='succeeded', reason=NULL WHERE task_id=? AND current_run=?",
-                   (task["task_id"], run_id))
+                   (task_id, run_id))
 
 
 def fail_run(db: Database, run_id: str, code: str, coordinator: str | None = None,

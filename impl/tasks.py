@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS retry_schedule (task_id TEXT NOT NULL, generation INT
   attempt INTEGER NOT NULL, due_at REAL NOT NULL, jitter REAL NOT NULL, first_failure_at REAL NOT NULL,
   window_end REAL NOT NULL, cooldown_until REAL, cooldown_source TEXT, state TEXT NOT NULL,
   PRIMARY KEY (task_id, generation, attempt));
+CREATE TABLE IF NOT EXISTS task_messages (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL,
+  text TEXT NOT NULL, run_id TEXT, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS task_faults (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL,
   fault TEXT NOT NULL, error_code TEXT NOT NULL, cooldown_s REAL, remaining INTEGER NOT NULL);
 """
@@ -168,6 +170,22 @@ def task_fault(db: Database, task_id: str, fault: str, error_code: str, cooldown
     return {"task_id": task_id}
 
 
+def task_message(db: Database, task_id: str, text: str) -> dict:
+    """A saved message: undelivered (no run) until a run of the task starts execution (``consume_messages``)."""
+    with tx(db):
+        if one(db, "SELECT 1 AS x FROM tasks WHERE task_id=?", (task_id,)) is None:
+            raise TaskError("not_found", f"no task {task_id!r}")
+        db.execute("INSERT INTO task_messages (task_id, text, created_at) VALUES (?,?,?)", (task_id, text, now()))
+    return {"task_id": task_id}
+
+
+def consume_messages(db: Database, task_id: str, run_id: str) -> list[str]:
+    """The task's saved, undelivered messages, consumed by the run whose execution starts now (inside the
+    dispatch transaction: consumed once, when execution starts), with any it consumed before; oldest first."""
+    db.execute("UPDATE task_messages SET run_id=? WHERE task_id=? AND run_id IS NULL", (run_id, task_id))
+    return [m["text"] for m in rows(db, "SELECT text FROM task_messages WHERE run_id=? ORDER BY id", (run_id,))]
+
+
 def take_fault(db: Database, task_id: str, fault: str) -> dict | None:
     """Consume one armed fault of this kind for the task (inside the caller's tx), or None."""
     armed = one(db, "SELECT * FROM task_faults WHERE task_id=? AND fault=? AND remaining>0 ORDER BY id LIMIT 1",
@@ -187,6 +205,8 @@ def handle(data_dir: Path, req: dict) -> dict:
         if op == "retry":
             return retry(db, req["work_id"], req["idempotency_key"], req["observed_run_id"],
                          req.get("authority") or "board")
+        if op == "task_message":
+            return task_message(db, req["task_id"], req["text"])
         if op == "task_fault":
             return task_fault(db, req["task_id"], req["fault"], req["error_code"], req.get("cooldown_s"),
                               int(req.get("count") or 1))
@@ -195,7 +215,7 @@ def handle(data_dir: Path, req: dict) -> dict:
         db.conn.close()
 
 
-OPS = ("task_create", "retry", "task_fault")
+OPS = ("task_create", "retry", "task_message", "task_fault")
 
 
 # --- observe ----------------------------------------------------------------------------------------------
@@ -232,7 +252,8 @@ def sections(data_dir: Path) -> dict:
         "workspaces": [{"path": w["path"], "strategy": w["strategy"], "task_id": w["task_id"], "run_id": w["run_id"],
                         "base": w["base"], "isolated": bool(w["isolated"])} for w in read["workspaces"]],
         "recovery_coordinators": [{"run_id": c["run_id"], "state": c["state"], "claim_kind": c["claim_kind"],
-                                   "lease_owner": c["lease_owner"], "error_code": c["error_code"]}
+                                   "lease_owner": c["lease_owner"], "error_code": c["error_code"],
+                                   "result": c["result"]}
                                   for c in read["coordinators"]],
         "retry_schedule": [{k: s[k] for k in ("task_id", "generation", "attempt", "due_at", "jitter",
                                               "first_failure_at", "window_end", "cooldown_until", "cooldown_source",

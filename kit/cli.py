@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "check": "recoverykit.cli_certify:check",
     "chaos": "recoverykit.cli_chaos:chaos",
     "merge": "recoverykit.cli_chaos:merge",
+    "report": "recoverykit.cli_report:report",
 }
 
 

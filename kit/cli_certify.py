@@ -8,6 +8,7 @@ nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage (a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -31,8 +32,8 @@ STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_appl
               help="Contract profile(s) whose required clauses decide the verdict (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed of the lockstep machine (printed when not given).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory (results.json, junit.xml, runs/, bundles/). Default: a new temp dir. "
-                   "An earlier run there moves to previous/NNN/; one still running there: exit 64.")
+              help="Results directory (results.json, junit.xml, report.md, report.html, runs/, bundles/). Default: "
+                   "a new temp dir. An earlier run there moves to previous/NNN/; one still running there: exit 64.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of the table.")
 @click.option("--examples", type=click.IntRange(min=1), default=None,
               help="Lockstep examples (default: the settings profile's).")
@@ -108,12 +109,27 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from None
     except KeyboardInterrupt as exc:  # SIGTERM / SIGINT: reaped, partial results written; exit 128 + signum
-        signals.finish(exc, getattr(exc, "partial_results", None))
+        partial = getattr(exc, "partial_results", None)
+        if partial is not None:  # the report is a bonus on the way out, never a crash
+            with contextlib.suppress(Exception):
+                _write_report(Path(partial))
+        signals.finish(exc, partial)
+    _write_report(cert.out / "results.json")
     if as_json:
         click.echo(json.dumps(cert.as_dict(), indent=2))
     else:
         _table(cert, Console())
     sys.exit(cert.exit_code)
+
+
+def _write_report(results: Path) -> None:
+    """report.md and report.html beside results.json (``recoverykit report`` renders the same from it)."""
+    from recoverykit.conformance.private_files import privatize
+    from recoverykit.reports.merge import REPORT_HTML, REPORT_MD, write_report
+    write_report(None, [json.loads(results.read_text(encoding="utf-8"))], html=results.parent / REPORT_HTML,
+                 md=results.parent / REPORT_MD)
+    for name in (REPORT_HTML, REPORT_MD):
+        privatize(results.parent / name)  # as private as results.json: 0600
 
 
 def _table(cert, console: Console) -> None:
@@ -165,7 +181,7 @@ def _table(cert, console: Console) -> None:
                       f"{', '.join(unjudged)}", highlight=False)
     console.print("verdict:", rich_text(cert.verdict.value, STYLE[cert.verdict.value]),
                   rich_text(f" (seed {cert.seed}, {cert.seconds:.1f} s; results: {cert.out / 'results.json'}, "
-                            f"junit: {cert.out / 'junit.xml'})"))
+                            f"junit: {cert.out / 'junit.xml'}, report: {cert.out / 'report.html'})"))
 
 
 def _findings(cert, console: Console) -> None:

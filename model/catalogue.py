@@ -103,6 +103,8 @@ INTERRUPTION_POINTS: tuple[InterruptionPoint, ...] = (
        "not yet settled", "001 / #19759 What Changed"),
     _P("coordinator.settle.after", _R, Profile.PAPERCLIP_RETRY, "the coordinator settled as terminal_failure, "
        "deferred work not yet woken", "001 / #19759 What Changed"),
+    _P("run.finalize.before", _R, Profile.PAPERCLIP_RETRY, "a run's provider result accepted (durable), its "
+       "finalization not yet done", "001 / Admission and execution (an accepted native result)"),
 )
 
 POINTS_BY_NAME: dict[str, InterruptionPoint] = {p.name: p for p in INTERRUPTION_POINTS}

@@ -775,7 +775,7 @@ CLAUSES: tuple[Clause, ...] = (
        "failure, so a later Retry is admitted.",
        "the run settles its native coordinator as a terminal failure, so a later Retry is admitted",
        restarts=_KILLS),
-    _c("RTY-15", _S, _PC, "MC", SEED_001, PC_PR,
+    _c("RTY-15", _S, _PC, "MCH", SEED_001, PC_PR,
        "Settling a failed re-preparation changes only a coordinator still observed, owned by that claim, without a "
        "result, for a failed run; a reattach claim of a live runner is never changed.",
        "Reattach claims (live runner) are not changed.",
@@ -787,7 +787,7 @@ CLAUSES: tuple[Clause, ...] = (
        "A GitHub Retry selects already-saved, undelivered input before replaying the failed run's older request. The "
        "selected receipts transfer to the retry owner under the dispatch transaction. They link to its one "
        "successor, including after a restart or a lost dispatch response."),
-    _c("RTY-17", _L, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-17", _L, _PC, "MLH", SEED_001, PC_ADM,
        "A rejected, unadmitted Retry releases its saved input for another deliberate Retry.",
        "Rejected, unadmitted retries release the saved input for another deliberate Retry."),
     _c("RTY-18", _S, _PC, "ML", SEED_001, PC_ADM,
@@ -807,16 +807,17 @@ CLAUSES: tuple[Clause, ...] = (
     _c("RTY-22", _S, _PC, "M", SEED_001, PC_ADM,
        "Prior action outcomes stay recorded and are never replayed by a Retry's authorization.",
        "Prior action outcomes remain recorded and are never replayed by this authorization."),
-    _c("RTY-23", _S, _PC, "ML", SEED_001, PC_ADM,
+    _c("RTY-23", _S, _PC, "MLH", SEED_001, PC_ADM,
        "A saved message is consumed once, when execution starts.",
        "The saved message is consumed once when execution starts"),
     _c("RTY-24", _S, _PC, "MLH", SEED_001, PC_ADM,
        "Unknown execution, operator Stop, changed ownership or missing receipts keep a Retry request held; "
        "preservation alone authorizes no automatic replay.",
        "Unknown execution, operator Stop, changed ownership and missing receipts keep the request held."),
-    _c("RTY-25", _S, _PC, "MC", SEED_001, PC_ADM,
+    _c("RTY-25", _S, _PC, "MCH", SEED_001, PC_ADM,
        "An accepted result goes to its existing finalizer; recovery never starts a second agent to reproduce it.",
-       "Recovery does not create a second agent to reproduce that result."),
+       "Recovery does not create a second agent to reproduce that result.", points=("run.finalize.before",),
+       restarts=_KILLS),
 
     # ---- Paperclip: retry policy and historical adoption
     _c("RTY-26", _S, _PC, "MH", SEED_001, PC_POLICY,
@@ -845,7 +846,7 @@ CLAUSES: tuple[Clause, ...] = (
        "The maintenance sweep classifies at most 50 historical records per tick, and durable markers prevent repeat "
        "adoption.",
        "The maintenance sweep classifies at most 50 historical records per tick."),
-    _c("RTY-33", _S, _PC, "L", SEED_001, PC_POLICY,
+    _c("RTY-33", _S, _PC, "LH", SEED_001, PC_POLICY,
        "Historical failure evidence stays intact through adoption.",
        "Historical failure evidence remains intact."),
     _c("RTY-34", _S, _PC, "MLH", SEED_001, PC_POLICY,
@@ -1113,24 +1114,22 @@ NOT_JUDGED: dict[str, NotJudged] = {
 }
 
 # Paperclip clauses (seed 001) no check judges yet: what the kit would need first. Observable from outside, so
-# they stay in the observable count as not judged (D20); issue 15's slice judges the Retry path of #19759.
+# they stay in the observable count as not judged (D20); issue 15's slices judge the Retry path of #19759 (D38,
+# D50, D51).
 _PC_NEEDS = {
-    "RTY-07": "an exhausted generation that needs an alternative strategy needs a strategy model the protocol does "
-              "not expose (only a workspace strategy per run)",
+    "RTY-07": "which exhausted generation 'requires an alternative strategy' and what its 'failed step' is belong "
+              "to a strategy model the protocol does not expose (only a workspace strategy per run); the reference "
+              "opens a new generation on every click after exhaustion",
     "RTY-11": "the generation's one alternative attempt is not in the snapshot (runs carry generation and "
               "attempt, not whether the alternative was consumed)",
-    "RTY-15": "needs a reattach claim (a live runner found by a restarted control plane) and a coordinator "
-              "finalizing elsewhere; the reference runs its runner inside the worker the restart kills",
-    "RTY-16": "GitHub saved input and its dispatch transaction have no counterpart in the protocol",
-    "RTY-17": "a rejected, unadmitted Retry with saved input needs saved input on the Retry request",
+    "RTY-16": "a GitHub Retry's selection of saved deliveries before the failed run's older request, and the "
+              "transfer of their receipts under the dispatch transaction to one successor, need GitHub deliveries "
+              "with receipts; task_message (1.4) saves input with no receipt to transfer or link (its general rule, "
+              "consumed once when execution starts, is RTY-23)",
     "RTY-18": "a deferred connected-conversation Retry needs pause, budget and access gates on tasks, which the "
               "protocol does not have",
     "RTY-21": "lineage (32-run chains, cycles) needs historical runs the kit can plant; the protocol has no such "
               "request",
-    "RTY-23": "saved messages on tasks are not in the protocol (task_create carries one instruction)",
-    "RTY-25": "an accepted native result waiting for its finalizer needs a kill between result and finalization; no "
-              "task-layer point marks it yet",
-    "RTY-33": "historical adoption is not implemented by the reference runtime nor driven by the kit",
     "RTY-36": "adoption diagnostics (historicalRecoveryCounts) are not in the snapshot",
     "RTY-38": "several retained holds of one failed execution need historical holds the kit cannot plant",
 }

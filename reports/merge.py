@@ -3,7 +3,8 @@
 ``recoverykit chaos --shard K/N --out DIR`` on each CI machine, then ``recoverykit merge DIR...``
 gives one results document as if the run had been whole: the cases joined (a case id twice is a
 mistake in the sharding and is refused), coverage merged cell by cell, verdict and clause summary
-recomputed from the joined cases rather than trusted from the parts.
+recomputed from the joined cases rather than trusted from the parts. ``recoverykit report`` reads certify
+and chaos results alike (``load_any``): chaos shards merged this way, certify runs beside them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from recoverykit.chaos.findings import findings
 from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of
 from recoverykit.conformance.acceptance import Acceptance
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, render, results_db
+from recoverykit.reports import failure_acceptance, readable, render, results_db
 from recoverykit.reports.junit import junit_xml
 from recoverykit.reports.results_db import RESULTS_DB
 from recoverykit.reports.results_schema import check_results
@@ -27,18 +28,56 @@ RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json
 JUNIT_XML = "junit.xml"
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
-    """A results document from a file or a directory holding results.json."""
+def _results_file(path: str | Path, what: str) -> Path:
+    """``path`` itself, or the results.json in it when it is a directory; missing: ``InvalidArgument``."""
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS_FILE
     if not p.exists():
-        raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a chaos run or its "
+        raise InvalidArgument(f"{path}: no {RESULTS_FILE} there; pass the --out directory of a {what} run or its "
                               f"{RESULTS_FILE}")
+    return p
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """A chaos results document from a file or a directory holding results.json."""
+    p = _results_file(path, "chaos")
     doc = _read_json(p)
     if not isinstance(doc, dict) or doc.get("kind") != RESULTS_KIND:
         raise InvalidArgument(f"{p} is not a chaos results document (kind {RESULTS_KIND!r})")
     return check_results(doc, str(p))
+
+
+def load_any(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """``("chaos", doc)`` or ``("certify", doc)``: a results document of either command, from a file or its
+    ``--out`` directory (``recoverykit report`` takes both)."""
+    p = _results_file(path, "certify or chaos")
+    doc = _read_json(p)
+    if readable.is_certify(doc):
+        return "certify", doc
+    if isinstance(doc, dict) and doc.get("kind") == RESULTS_KIND:
+        return "chaos", check_results(doc, str(p))
+    raise InvalidArgument(f"{p} is neither a certify nor a chaos results document (the results.json that "
+                          "`recoverykit certify --out DIR` or `recoverykit chaos --out DIR` writes)")
+
+
+def report_pages(paths: Iterable[str | Path]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The chaos results (shards merged into one, as ``merge`` does) and the certify results among ``paths``."""
+    chaos, certify = [], []
+    for path in paths:
+        what, doc = load_any(path)
+        (chaos if what == "chaos" else certify).append(doc)
+    return (chaos[0] if len(chaos) == 1 else merge(chaos) if chaos else None), certify
+
+
+def write_report(chaos: dict[str, Any] | None, certify: list[dict[str, Any]], *, html: str | Path | None = None,
+                 md: str | Path | None = None) -> dict[str, Any]:
+    """Render the readable report of these results to the given paths; returns its page model."""
+    page = readable.view(chaos, certify)
+    for path, text in ((html, render.html), (md, render.markdown)):
+        if path is not None:
+            Path(path).write_text(text(page), encoding="utf-8")
+    return page
 
 
 def _read_json(p: Path) -> Any:
@@ -92,9 +131,10 @@ def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = failure_acceptance.build(results)
+    page = readable.view(results)
     files = {RESULTS_FILE: json.dumps(results, indent=1, sort_keys=True, default=str) + "\n",
              REPORT_JSON: json.dumps(report, indent=1, sort_keys=True) + "\n",
-             REPORT_MD: render.markdown(report), REPORT_HTML: render.html(report), JUNIT_XML: junit_xml(results)}
+             REPORT_MD: render.markdown(page), REPORT_HTML: render.html(page), JUNIT_XML: junit_xml(results)}
     paths = {}
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")

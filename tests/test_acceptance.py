@@ -208,6 +208,8 @@ def test_certify_with_usg05_accepted_exits_0_and_reports_it_accepted(tmp_path):
     assert suite.get("failures") == "0"
     assert any(s.get("type") == "accepted" for s in suite.iter("skipped"))
     assert [e["clause"] for e in json.loads(written.read_text())["findings"]] == ["USG-05"]
+    report = (out / "report.md").read_text(encoding="utf-8")  # the accepted finding, apart from the passes
+    assert report.index("## Accepted clauses") < report.index("| USG-05 | accepted (known) |")
     # the baseline, read back by a run with a second bug: USG-05 stays accepted, RI-03 fails the run
     two = cli("certify", "--adapter", f"{MINI} --bug sum_usage,resume_paused", "--out", str(tmp_path / "two"),
               "--only", "chat_read_tool", "--only", "pause_restart", "--baseline", str(written), "--json")

@@ -128,22 +128,22 @@ def _chaos_results(text: str) -> dict:
 
 
 def test_chaos_junit_and_reports_carry_hostile_text_safely():
-    from recoverykit.reports import failure_acceptance, render
+    from recoverykit.reports import readable, render
     from recoverykit.reports.junit import junit_xml
 
     results = _chaos_results(HOSTILE + " <img src=x onerror=alert(1)> | ```")
     suite = ET.fromstring(junit_xml(results).encode())
     assert "\\x1b[2K" in suite.find("testcase/failure").get("message")
     assert "\\x1b[2K" in suite.find("testcase/error").get("message")
-    report = failure_acceptance.build(results)
-    md, page = render.markdown(report), render.html(report)
+    view = readable.view(results)
+    md, page = render.markdown(view), render.html(view)
     outside_code = re.sub(r"^````\n.*?\n````$", "", md, flags=re.S | re.M)  # in a code block it is literal
     for text in (md, page):
         assert not RAW.search(text) and "\\x1b[2K" in text
     assert "<img" not in outside_code and "<img" not in page and "&lt;img" in outside_code
     title = md.splitlines()[0]
-    assert title.startswith("# Failure-acceptance report: cannot open [/var/lib/x] [[x]]") and " \\| " in title
-    fenced = md.split("Reproduce:\n\n", 1)[1].splitlines()
+    assert title.startswith("# Recovery report: cannot open [/var/lib/x] [[x]]") and " \\| " in title
+    fenced = md.split("Shortest replay:\n\n", 1)[1].splitlines()
     assert fenced[0] == "````" and fenced[2] == "````"  # the ``` in the text cannot close the block
 
 
@@ -195,6 +195,8 @@ def test_certify_shows_hostile_adapter_text_literally_and_ends_in_a_verdict(tmp_
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite.get("name") == "recoverykit certify: [/]"
     assert "[/var/lib/x] [[x]] [bold]b[/bold] \\x1b[2K\\x0dverdict" in suite.find("testcase/failure").text
+    page = (out / "report.html").read_text(encoding="utf-8")  # certify writes the readable report too
+    assert not RAW.search(page) and "<script" not in page and "[/var/lib/x] [[x]]" in page
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from recoverykit.chaos import coverage
 from recoverykit.chaos.shard import Shard
 from recoverykit.chaos.systematic import results_document
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, render
+from recoverykit.reports import failure_acceptance, readable, render
 from recoverykit.reports.merge import check_report, load_results, merge, write_all
 
 DECLARED = {"command": "x", "name": "fake-runtime", "version": "1", "profiles": ["chat_core"],
@@ -43,8 +43,9 @@ def test_failing_cell_has_evidence_and_a_one_command_reproduction():
     assert ("FA-15", "worker_kill") not in failing
     cell = next(c for c in report["failing"] if c["clause"] == "FA-15")
     assert cell["reproduce"] == REPLAY and "executed 2 times" in cell["evidence"][0]
-    md, page = render.markdown(report), render.html(report)
-    assert REPLAY in md and "FA-15 at `tool.result.commit.before` under `tree_kill`" in md
+    view = readable.view(results)
+    md, page = render.markdown(view), render.html(view)
+    assert REPLAY in md and "`tool.result.commit.before x tree_kill`" in md
     assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page.split("<body>")[0]
     assert "--replay chat_unknown_write/tool.result.commit.before/1/tree_kill" in page
 
@@ -52,7 +53,7 @@ def test_failing_cell_has_evidence_and_a_one_command_reproduction():
 def test_html_escapes_what_it_shows():
     results = doc([case("tree_kill", "failed", "invalid")])
     results["cases"][0]["clauses"][0]["text"] = "broke FA-15: <script>alert(1)</script>"
-    assert "<script>alert" not in render.html(failure_acceptance.build(results))
+    assert "<script>alert" not in render.html(readable.view(results))
 
 
 def test_stored_report_is_revalidated(tmp_path):
@@ -132,3 +133,70 @@ def test_results_db_answers_what_results_json_holds(tmp_path):
     write_all(doc([case("normal_exit", "passed")]), tmp_path)  # rewritten with results.json, never appended
     assert [row["kind"] for row in sqlite_utils.Database(paths["results.db"]).query("SELECT kind FROM cases")] == [
         "normal_exit"]
+
+
+def test_readable_report_of_certify_and_chaos_results():
+    """Clause summary first, accepted findings apart, every in-page link resolving, markup shown as text."""
+    import re
+
+    from report_samples import HOSTILE, certify_results, chaos_results
+
+    view = readable.view(chaos_results(), [certify_results()])
+    assert view["verdict"] == "invalid"  # chaos broke FA-15; certify was valid
+    rows = {r["clause"]: r for r in view["clauses"]}
+    assert rows["FA-15"]["verdict"] == "invalid" and rows["FA-15"]["cells"] == 2 and rows["FA-15"]["finding"]
+    assert rows["FA-15"]["replay"].startswith("recoverykit chaos --replay chat_unknown_write/tool.result")
+    assert rows["INP-01"] == {**rows["INP-01"], "verdict": "valid", "required": True, "cases": 1}
+    accepted = {r["clause"]: r for r in view["accepted_clauses"]}
+    assert "USG-05" in accepted and "USG-05" not in rows  # shown apart, never among the passes
+    assert accepted["USG-05"]["replay"] == "recoverykit certify --adapter x --seed 7 --only chat_stream_usage"
+    assert {f["clause"] for f in view["accepted"]} == {"USG-05", "FA-10"}  # FA-10 names usage.persist.after
+    assert "FA-15" in {f["clause"] for f in view["findings"]}
+    assert view["more_clauses"] == {"unknown": 1, "not_applicable": 1}
+    page = render.html(view)
+    ids = set(re.findall(r'\bid="([^"]+)"', page))
+    links = set(re.findall(r'href="#([^"]+)"', page))
+    assert links and links <= ids, sorted(links - ids)[:5]
+    assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in page
+    assert "<script" not in page and "http" not in page.split("<body>")[0]
+    md = render.markdown(view)
+    assert HOSTILE not in md and md.index("## Clauses") < md.index("## Accepted clauses") < md.index(
+        "## Interruption point x restart kind") < md.index("## Findings per clause")
+
+
+def test_certify_only_report_has_no_matrix_and_reports_refuse_mixed_adapters():
+    from report_samples import certify_results, chaos_results
+
+    view = readable.view(None, [certify_results()])
+    assert view["matrix"] is None and view["verdict"] == "valid"
+    assert "No chaos results in this report" in render.html(view)
+    other = {**chaos_results(), "adapter": {**DECLARED}}
+    with pytest.raises(InvalidArgument, match="different adapters"):
+        readable.view(other, [certify_results()])
+    with pytest.raises(InvalidArgument, match="at least one"):
+        readable.view(None, [])
+    with pytest.raises(TypeError, match=r"readable\.view"):  # the old call, failing clearly
+        render.html(failure_acceptance.build(chaos_results()))
+
+
+def test_report_cli(tmp_path):
+    from recoverykit.cli import main
+    from report_samples import certify_results, chaos_results
+
+    (tmp_path / "chaos").mkdir()
+    (tmp_path / "chaos" / "results.json").write_text(json.dumps(chaos_results()))
+    (tmp_path / "certify.json").write_text(json.dumps(certify_results()))
+
+    def run(*args):
+        with pytest.raises(SystemExit) as exit_:
+            main(["report", *map(str, args)])
+        return exit_.value.code
+
+    assert run(tmp_path / "chaos", tmp_path / "certify.json", "--out", tmp_path / "out") == 1  # the verdict
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "Certify run 1" in page and 'id="cell-tool.result.commit.before-tree_kill"' in page
+    assert run(tmp_path / "certify.json", "--md", tmp_path / "c.md") == 0
+    assert "## Accepted clauses" in (tmp_path / "c.md").read_text()
+    (tmp_path / "junk.json").write_text("{}")
+    assert run(tmp_path / "junk.json") == 64
+    assert run(tmp_path / "certify.json", "--html", tmp_path / "no" / "such" / "dir.html") == 64

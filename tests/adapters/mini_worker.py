@@ -89,6 +89,7 @@ class Worker:
     def run(self) -> None:
         self.recover()
         open(os.path.join(self.data_dir, f"ready-{self.pid}"), "w").close()
+        failures: dict[str, int] = {}  # work_id -> consecutive failed steps (the backoff's exponent)
         while True:
             # fair across sessions: the session served least so far goes first, then the oldest item
             item = one(self.db, "SELECT * FROM work w WHERE desired='run' AND status IN ('queued','running') "
@@ -99,11 +100,13 @@ class Worker:
                 continue
             try:
                 self.step(self.claim(item))
+                failures.pop(item["work_id"], None)
             except Stale:
                 continue
-            except (OSError, RuntimeError, ValueError) as exc:  # provider cut or refused: retry, bounded pace
+            except (OSError, RuntimeError, ValueError) as exc:  # provider cut or refused: retry, growing pace
+                n = failures[item["work_id"]] = failures.get(item["work_id"], 0) + 1
                 print(f"mini-worker: step of {item['work_id']} failed: {exc!r}; retrying", file=sys.stderr)
-                time.sleep(0.3)
+                time.sleep(min(0.3 * 2 ** (n - 1), 4.0))  # doubling: a loaded machine never makes a pause look shorter
 
     def claim(self, item: dict) -> dict:
         with tx(self.db):
