@@ -1438,8 +1438,9 @@ SCENARIOS += (
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
     Scenario("goal_reservation_expiry", "under a hard budget a request reserved but not sent is killed and the "
-             "runtime starts after its reservation expired: it never dispatches; a request killed in flight keeps "
-             "its reservation until its receipt", _GOALS, (RESERVED,), (), ("USG-19",),
+             "runtime starts after its reservation expired: it never dispatches; a request killed before its "
+             "receipt is durable keeps its reservation, and the Goal's spent tokens never count that receipt",
+             _GOALS, (RESERVED,), (), ("USG-19", "USG-06"),
              drive_reservation_expiry,
              Chaos(none="the kit's own stop between reserve and send and its clock jump are the scenario; chaos's "
                         "cases make no clock jump"), needs_reservations),

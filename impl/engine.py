@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import history, pricing, reservations, resources, tools
+from . import history, pricing, reservations, resources, spend, tools
 from .config import AWAITING_APPROVAL, SAFE_FOR_RECOVERY, Config
 from .db import Database
 from .failpoints import failpoint
@@ -89,13 +89,15 @@ def settle_usage(ctx: Ctx, work_id: str, request_id: str, wm: Watermark, complet
     state = "known" if complete and wm.seen else ("partial" if wm.seen else "unknown")
     v = wm.values
     failpoint("usage.persist.before", work_id)
-    with tx(ctx.udb):  # the receipt and the settlement of its reservation, in one transaction
-        ctx.udb.conn.execute(
+    with tx(ctx.udb):  # the receipt, the settlement of its reservation and the Goal's spend, in one transaction
+        cur = ctx.udb.conn.execute(
             "UPDATE receipts SET state=?, prompt_tokens=?, completion_tokens=?, total_tokens=?, watermark_chunks=?,"
             " settled_at=? WHERE request_id=? AND state='dispatched'",
             (state, v.get("prompt_tokens"), v.get("completion_tokens"), v.get("total_tokens"), wm.chunks, now(),
              request_id))
         reservations.settle(ctx.udb, request_id, state)
+        if cur.rowcount and state in ("known", "partial"):  # the projection follows the durable receipt only
+            spend.add(ctx.udb, work_id, (v.get("prompt_tokens") or 0) + (v.get("completion_tokens") or 0))
     failpoint("usage.persist.after", work_id)
 
 

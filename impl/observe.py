@@ -125,7 +125,10 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM goal_requirements ORDER BY goal_id, req_id", ()),
             ("SELECT work_id, kind, at, payload FROM events WHERE kind IN (?,?,?) ORDER BY seq",
              (goal_timer.START, goal_timer.SEEN, goal_timer.STOP))])
-        # reservations first: one settled is settled by its receipt's write, so the receipts read after show it
+        # the projection and the reservations first: both move only in a receipt's write, so the receipts read
+        # after them are at least as new
+        spent = {r["work_id"]: r["spent_tokens_known"] for r in _read(udb, "SELECT * FROM goal_spend")} \
+            if udb.exists() else {}
         reserved = _read(udb, "SELECT * FROM reservations ORDER BY created_at") if udb.exists() else []
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
@@ -157,7 +160,7 @@ def snapshot(data_dir: Path) -> dict:
         "work_items": work_items,
         "goals": snapshot_goals(goal_rows, {w["work_id"]: w for w in items},
                                 {a["goal_id"]: a for a in accepted}, reqs_by_goal,
-                                {g["goal_id"]: active.get(g["work_id"], 0.0) for g in goal_rows}),
+                                {g["goal_id"]: active.get(g["work_id"], 0.0) for g in goal_rows}, spent),
         "turns": [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["continuation_key"],
                    "predecessor": t["predecessor"], "status": t["status"]} for t in turns],
         "tool_calls": [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"],

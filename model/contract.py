@@ -594,7 +594,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Streamed cumulative usage raises a watermark for the same attempt; cumulative snapshots are never summed.",
        "Streaming cumulative usage updates a watermark for the same attempt; do not sum cumulative snapshots.",
        points=("provider.response.midstream",)),
-    _c("USG-06", _S, _GOALS, "MLC", SEED_000, COST,
+    _c("USG-06", _S, _GOALS, "MH", SEED_000, COST,
        "Goal usage projections update only after the durable receipt write succeeds.",
        "Update Goal projections only after durable receipt writes succeed.", points=_USAGE),
     _c("USG-07", _S, _CHAT, "MCH", SEED_000, COST,
@@ -1101,10 +1101,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "that also binds the transcript (as the reference's does) never lets happen; its visible consequence, a "
         "continuation sent for a version no longer current, is judged as GOAL-03, and an old acceptance never "
         "achieving a new revision as GOAL-02.", observable=True),
-    "USG-06": NotJudged(
-        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null, and the reference "
-        "derives spend from its receipts at every admission, so it keeps no projection that could run ahead); a "
-        "receipt written before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
     "USG-13": NotJudged(
         "Late usage reaches a paused Goal only as the response of a request in flight at the Pause, which the "
         "worker that sent it settles before it lets go; a timer that usage restarted is closed by that same worker "
