@@ -53,6 +53,8 @@ def open_(udb: Database, request_id: str, work_id: str, plan_: dict) -> None:
 def start(udb: Database, request_id: str) -> bool:
     """Right before the request is sent: mark its reservation started; False if it expired unstarted (then the
     request must not be sent). True when the attempt has no reservation."""
+    if one(udb, "SELECT 1 AS x FROM reservations WHERE request_id=?", (request_id,)) is None:
+        return True  # no hard budget: nothing reserved, no write lock taken for it
     with tx(udb):
         r = one(udb, "SELECT state, expires_at FROM reservations WHERE request_id=?", (request_id,))
         if r is None or r["state"] == "started":
