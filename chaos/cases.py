@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from recoverykit.conformance.scenarios import TOOL_SLEEP_S, Scenario, all_scenarios, scenario_named
 from recoverykit.model.catalogue import (
     INTERRUPTION_POINTS,
+    OPT_IN_POINTS,
     POINTS_BY_NAME,
     RECOVERY_POINTS,
     Reach,
@@ -122,7 +123,8 @@ def enumerate_cases(trace: Trace, scenarios: str | Sequence[str] | None = None,
         hits = scenario.chaos_points(trace.hits(name))
         allowed = {k.value for k in (scenario.kinds or tuple(RestartKind))}
         for point in chosen_points:
-            for hit in range(1, hits.get(point, 0) + 1):
+            first = trace.first_hit(name, point) if point in OPT_IN_POINTS else 1
+            for hit in range(first, hits.get(point, 0) + 1):
                 for kind in chosen_kinds:
                     if kind not in allowed:
                         continue

@@ -19,6 +19,10 @@ items pass a point in several processes (``Chaos.item_hits``: a task's runs, eac
 free) counts an item's passes in every process together, and its cases let the broker hold the k-th. The trace is
 stored as ``trace.json`` beside the results; ``--trace FILE`` makes shards and later runs enumerate
 exactly the same cases.
+
+Opt-in points (``durable.write.before`` / ``.after``, the durable-write hook) are armed only when the run asks
+for them (``durable_writes=True``, ``chaos --durable-writes``): the trace records that it did, so a run from
+the stored trace covers the same commit boundaries, and says for each hit which write it was (``labels``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,14 @@ from recoverykit.chaos.case_env import CaseEnv
 from recoverykit.conformance.errors import ProtocolError
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import FIRST_HOLD, Scenario, all_scenarios
-from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict
+from recoverykit.model.catalogue import (
+    INTERRUPTION_POINTS,
+    OPT_IN_POINTS,
+    POINTS_BY_NAME,
+    RECOVERY_POINTS,
+    Reach,
+    Verdict,
+)
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError
 
 TRACE_KIND = "recoverykit-chaos-trace"
@@ -65,12 +76,21 @@ class Trace:
     failed: dict[str, str] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
     undeclared: dict[str, list[str]] = field(default_factory=dict)
+    durable_writes: bool = False  # the opt-in durable-write points were armed (chaos --durable-writes)
+    labels: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # scenario -> point -> what each hit was
+    # scenario -> opt-in point -> hits made while the runtime started, before ``start`` answered: no case holds
+    # them (a pause there would hold ``start`` itself, and the case would time out on it; D55)
+    startup: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def hits(self, scenario: str) -> dict[str, int]:
         """point -> hits to enumerate: what the dry run reached, and one for each undeclared point."""
         out = {p: 1 for p in self.undeclared.get(scenario, [])}
         out.update(self.reached.get(scenario, {}))
         return out
+
+    def first_hit(self, scenario: str, point: str) -> int:
+        """The first hit of ``point`` a case can hold: hits made while the runtime started get none."""
+        return self.startup.get(scenario, {}).get(point, 0) + 1
 
     @property
     def total_s(self) -> float:
@@ -82,7 +102,11 @@ class Trace:
                 "skipped": dict(sorted(self.skipped.items())), "failed": dict(sorted(self.failed.items())),
                 "broken": dict(sorted(self.broken.items())),
                 "undeclared": {s: sorted(p) for s, p in sorted(self.undeclared.items())},
-                "seconds": {s: round(v, 3) for s, v in sorted(self.seconds.items())}, "total_s": self.total_s}
+                "seconds": {s: round(v, 3) for s, v in sorted(self.seconds.items())}, "total_s": self.total_s,
+                **({"durable_writes": True,
+                    "labels": {s: dict(sorted(p.items())) for s, p in sorted(self.labels.items())},
+                    "startup": {s: dict(sorted(p.items())) for s, p in sorted(self.startup.items())}}
+                   if self.durable_writes else {})}
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
@@ -112,7 +136,11 @@ class Trace:
                    {str(k): str(v) for k, v in failed.items()},
                    {str(k): str(v) for k, v in (doc.get("broken") or {}).items()},
                    {str(k): [str(p) for p in v] for k, v in (doc.get("undeclared") or {}).items()
-                    if isinstance(v, list)})
+                    if isinstance(v, list)}, doc.get("durable_writes") is True,
+                   {str(s): {str(p): [str(x) for x in v] for p, v in pts.items() if isinstance(v, list)}
+                    for s, pts in (doc.get("labels") or {}).items() if isinstance(pts, dict)},
+                   {str(s): {str(p): int(v) for p, v in pts.items() if type(v) is int}
+                    for s, pts in (doc.get("startup") or {}).items() if isinstance(pts, dict)})
 
     @classmethod
     def read(cls, path: str | Path) -> Trace:
@@ -126,9 +154,9 @@ class Trace:
         return cls.from_dict(doc, str(path))
 
 
-def _declared_runtime_points(declared: dict[str, Any], recovery: bool) -> list[str]:
+def _declared_runtime_points(declared: dict[str, Any], recovery: bool, opt_in: bool = False) -> list[str]:
     return [p for p in declared["failpoints"] if p in POINTS_BY_NAME and POINTS_BY_NAME[p].reach is Reach.RUNTIME
-            and (p in RECOVERY_POINTS) == recovery]
+            and (p in RECOVERY_POINTS) == recovery and (opt_in or p not in OPT_IN_POINTS)]
 
 
 def _spec(points: Iterable[str]) -> str:
@@ -178,6 +206,20 @@ def _runtime_hits(env: CaseEnv, points: Iterable[str], per_item: bool = False) -
     return out
 
 
+def _labels(env: CaseEnv, points: Iterable[str]) -> dict[str, list[str]]:
+    """point -> what each hit was (``file op`` from the report's detail), in the process that hit it most."""
+    per: dict[tuple[str, int], list[str]] = {}
+    for hit in env.broker.hits():
+        if hit.point in points and hit.detail:
+            name = Path(str(hit.detail.get("file") or "")).name or "?"
+            per.setdefault((hit.point, hit.pid), []).append(f"{name} {hit.detail.get('op', '')}".strip())
+    out: dict[str, list[str]] = {}
+    for (point, _), seen in per.items():
+        if len(seen) > len(out.get(point, [])):
+            out[point] = seen
+    return out
+
+
 def _environment_hits(env: CaseEnv, scenario: Scenario) -> dict[str, int]:
     """Points the kit holds itself: requested steps per script (ledger), probe executions (witness)."""
     steps: dict[str, set[int]] = {}
@@ -197,7 +239,7 @@ def _environment_hits(env: CaseEnv, scenario: Scenario) -> dict[str, int]:
 def _undeclared(scenario: Scenario, declared: dict[str, Any]) -> list[str]:
     mine = set(declared["failpoints"])
     return [p.name for p in INTERRUPTION_POINTS if p.reach is Reach.RUNTIME and p.profile is scenario.profile
-            and p.name not in mine and (p.name not in RECOVERY_POINTS or _wants_recovery(scenario))]
+            and p.name not in mine and not p.opt_in and (p.name not in RECOVERY_POINTS or _wants_recovery(scenario))]
 
 
 def _wants_recovery(scenario: Scenario) -> bool:
@@ -206,22 +248,29 @@ def _wants_recovery(scenario: Scenario) -> bool:
 
 def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared: dict[str, Any], *,
                    base_dir: str | Path | None = None, timeout_s: float = 20.0,
-                   into: dict[str, int] | None = None) -> dict[str, int]:
+                   into: dict[str, int] | None = None, durable_writes: bool = False,
+                   labels: dict[str, list[str]] | None = None,
+                   startup: dict[str, int] | None = None) -> dict[str, int]:
     """One scenario's points and hits against this adapter (one pass, two with recovery points).
 
-    ``into`` is filled as each pass ends, so what the first pass found survives a second that breaks off.
+    ``into`` is filled as each pass ends, so what the first pass found survives a second that breaks off;
+    ``labels`` gets what each opt-in hit was, ``startup`` how many it made before ``start`` answered.
     """
     reached: dict[str, int] = {} if into is None else into
-    plain = _declared_runtime_points(declared, recovery=False)
+    plain = _declared_runtime_points(declared, recovery=False, opt_in=durable_writes)
     env = CaseEnv(adapter, scenario.provider_script(chaos=True), base_dir=base_dir, timeout_s=timeout_s)
     try:
         env.start()
         env.start_runtime(failpoints=_spec(plain))
+        if startup is not None:
+            startup.update(_runtime_hits(env, OPT_IN_POINTS))
         _submit_all(env, scenario)
         env.wait_pending()
         env.quiesce(QUIESCE_S)
         reached.update(_runtime_hits(env, plain, scenario.chaos.item_hits))
         reached.update(_environment_hits(env, scenario))
+        if labels is not None:
+            labels.update(_labels(env, OPT_IN_POINTS))
     finally:
         env.close()
         env.remove()
@@ -262,10 +311,11 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
 
 def dry_run(adapter: str | list[str] | None, declared: dict[str, Any], *,
             scenarios: Sequence[Scenario] | None = None, base_dir: str | Path | None = None,
-            timeout_s: float = 20.0) -> Trace:
-    """The trace of every scenario in ``scenarios`` against the adapter described by ``declared``."""
+            timeout_s: float = 20.0, durable_writes: bool = False) -> Trace:
+    """The trace of every scenario in ``scenarios`` against the adapter described by ``declared``; with
+    ``durable_writes``, the opt-in durable-write points it declares are armed and counted too."""
     trace = Trace({k: declared[k] for k in ("name", "version", "failpoints", "restart_kinds", "profiles")
-                   if k in declared})
+                   if k in declared}, durable_writes=durable_writes)
     silent = 0  # dry runs in a row whose adapter went silent: after NEVER_UP_LIMIT the rest are not tried
     for scenario in all_scenarios() if scenarios is None else scenarios:
         if silent >= NEVER_UP_LIMIT and scenario.has_chaos:
@@ -282,7 +332,9 @@ def dry_run(adapter: str | list[str] | None, declared: dict[str, Any], *,
         trace.undeclared[scenario.id] = _undeclared(scenario, declared)
         try:
             trace_scenario(scenario, adapter, declared, base_dir=base_dir, timeout_s=timeout_s,
-                           into=trace.reached.setdefault(scenario.id, {}))
+                           into=trace.reached.setdefault(scenario.id, {}), durable_writes=durable_writes,
+                           labels=trace.labels.setdefault(scenario.id, {}) if durable_writes else None,
+                           startup=trace.startup.setdefault(scenario.id, {}) if durable_writes else None)
         except ProtocolError as exc:  # evidence about the adapter: a definite break is invalid, silence unknown
             why = f"the adapter broke the protocol during the dry run: {exc}"[:1500]
             (trace.broken if exc.verdict is Verdict.INVALID else trace.failed)[scenario.id] = why

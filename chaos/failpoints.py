@@ -191,6 +191,8 @@ def points_table() -> str:
     lines = ["| point | reach | profile | what has happened when it is hit |", "| --- | --- | --- | --- |"]
     for p in INTERRUPTION_POINTS:
         how = "runtime calls the failpoint" if p.reach is Reach.RUNTIME else "the kit's environment holds it"
+        if p.opt_in:
+            how = "the kit's durable-write hook calls it; opt-in, section 7"
         lines.append(f"| `{p.name}` | {p.reach.value} ({how}) | {p.profile.value} | {p.description} |")
     return "\n".join(lines)
 

@@ -102,7 +102,8 @@ def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | 
                 time.sleep(0.02)
             else:
                 hit = env.broker.wait_for_hit(point, timeout=0.5, held=True)
-                return {"via": "failpoint", "pid": hit.pid, "hit": hit.item_pass or hit.hit, "work_id": hit.work_id}
+                return {"via": "failpoint", "pid": hit.pid, "hit": hit.item_pass or hit.hit, "work_id": hit.work_id,
+                        **({"detail": hit.detail} if hit.detail else {})}
         except (FailpointNotHit, ProviderTimeout):
             pass
         submits_done = all("reply" in t.result or not t.is_alive() for _, _, t in env._pending)  # type: ignore

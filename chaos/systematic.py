@@ -32,7 +32,7 @@ from recoverykit.conformance.acceptance import Acceptance, classify, derive
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
-from recoverykit.model.catalogue import INTERRUPTION_POINTS, POINTS_BY_NAME, Reach, RestartKind, Verdict
+from recoverykit.model.catalogue import INTERRUPTION_POINTS, OPT_IN_POINTS, POINTS_BY_NAME, Reach, RestartKind, Verdict
 from recoverykit.model.errors import InvalidArgument
 
 RESULTS_KIND = "recoverykit-chaos-results"
@@ -127,6 +127,8 @@ def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
     scenarios has chaos cells (each says why in ``Chaos.none``; the approvals profile: its drives make the moves
     and kill at its points themselves) has no dry run that could reach its points: they are not counted here."""
     seen = {p for points in trace.reached.values() for p, n in points.items() if n > 0}
+    if not trace.durable_writes:  # opt-in points are not armed without the flag: nothing could reach them
+        seen |= set(OPT_IN_POINTS)
     chaotic = {s.profile.value for s in all_scenarios() if s.has_chaos}
     return sorted(p for p in declared["failpoints"] if p in POINTS_BY_NAME and p not in seen
                   and POINTS_BY_NAME[p].reach is Reach.RUNTIME
@@ -162,28 +164,32 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
 
 def _dry_run_summary(trace: Trace) -> dict[str, Any]:
     return {"seconds": trace.total_s, "cases": len(enumerate_cases(trace)), "scenarios": sorted(trace.reached),
+            **({"durable_writes": True, "labels": trace.labels} if trace.durable_writes else {}),
             "skipped": dict(trace.skipped), "failed": dict(trace.failed), "broken": dict(trace.broken),
             "reached": {s: dict(sorted(p.items())) for s, p in sorted(trace.reached.items())}}
 
 
 def load_trace(trace: str | Path | Trace | None, adapter: str | list[str] | None, declared: dict[str, Any],
-               scenarios: Any = None, base_dir: str | Path | None = None, timeout_s: float = 20.0) -> Trace:
-    """A stored trace (``--trace FILE``), or a fresh dry run of the chosen scenarios."""
+               scenarios: Any = None, base_dir: str | Path | None = None, timeout_s: float = 20.0,
+               durable_writes: bool = False) -> Trace:
+    """A stored trace (``--trace FILE``: whether it armed durable writes is its own), or a fresh dry run of the
+    chosen scenarios."""
     if isinstance(trace, Trace):
         return trace
     if trace is not None:
         return Trace.read(trace)
     names = choose(scenarios, [s.id for s in all_scenarios()], "scenarios")
     return dry_run(adapter, declared, scenarios=[s for s in all_scenarios() if s.id in names], base_dir=base_dir,
-                   timeout_s=timeout_s)
+                   timeout_s=timeout_s, durable_writes=durable_writes)
 
 
 def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points: Any = None, kinds: Any = None,
         shard: Shard = Shard(1, 1), workers: int = 0, out_dir: str | Path | None = None, timeout_s: float = 20.0,
         keep: bool = False, seed: int = 0, replay: str | None = None, trace: str | Path | Trace | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None,
-        acceptance: Acceptance = Acceptance()) -> dict[str, Any]:
-    """The whole systematic pipeline; returns the results document. ``workers``: 0 here, N in N xdist workers."""
+        acceptance: Acceptance = Acceptance(), durable_writes: bool = False) -> dict[str, Any]:
+    """The whole systematic pipeline; returns the results document. ``workers``: 0 here, N in N xdist workers.
+    ``durable_writes``: the dry run arms the adapter's durable-write points too (docs/failpoints.md section 7)."""
     if workers < 0:
         raise InvalidArgument(f"workers={workers}: 0 runs the cases in this process, N >= 1 in N pytest-xdist workers")
     reap_stale()  # an earlier chaos run that was killed leaves nothing running into this one
@@ -197,12 +203,12 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
         cases = [parse_case_id(replay)]
         selection: dict[str, Any] = {"replay": replay, "points": [cases[0].point], "kinds": [cases[0].kind]}
     else:
-        the_trace = load_trace(trace, adapter, declared, scenarios, base, timeout_s)
+        the_trace = load_trace(trace, adapter, declared, scenarios, base, timeout_s, durable_writes)
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             the_trace.write(out / TRACE_FILE)
         cases = select(enumerate_cases(the_trace, scenarios, points, kinds), shard)
-        selection = {"scenarios": scenarios or "all",
+        selection = {"scenarios": scenarios or "all", "durable_writes": the_trace.durable_writes,
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
     mode = "replay" if replay else "systematic"

@@ -55,6 +55,7 @@ class Hit:
     resume: str | None = None
     peer_closed: float | None = None  # the connection closed while held (the process died)
     item_pass: int | None = None  # under ``hold_nth``: which pass of its work item (any process) this was
+    detail: dict | None = None  # the report's optional detail (the durable-write hook: file and operation)
     _conn: socket.socket | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -271,6 +272,7 @@ class FailpointBroker:
                 hit = Hit(seq=len(self._hits) + 1, point=str(msg["point"]), pid=int(msg["pid"]), hit=int(msg["hit"]),
                           work_id=msg.get("work_id"), action=str(msg.get("action", "pause")),
                           time=float(msg.get("time", 0.0)), received=time.time(), peer_pid=peer,
+                          detail=msg["detail"] if isinstance(msg.get("detail"), dict) else None,
                           _conn=conn if msg.get("action", "pause") == "pause" else None)
                 self._hits.append(hit)
                 nth = self._nth.get(hit.point)

@@ -285,24 +285,40 @@ def check_usage(ev: Evidence) -> list[ClauseResult]:
 
 
 def check_generations(ev: Evidence) -> list[ClauseResult]:
-    """OWN-02 one owner per work item; OWN-06 generations only move forward, stale writes rejected."""
+    """OWN-02 one owner per work item; OWN-06 generations only move forward, stale writes rejected.
+
+    An integer generation must never go back. An opaque token (protocol 1.4: a string, such as DBOS's per-execution
+    ``owner_xid``) has no order, so it is judged by identity: a token that owns the item again after another
+    replaced it went back, and a fenced write whose token is the current one was not stale."""
     observed = [o for o in ev.snapshots() if o.snapshot.get("leases") is not None]
     if not observed or not any(o.snapshot["leases"] for o in observed):
         return [_result(i, Verdict.UNKNOWN, "no lease ever observed") for i in ("OWN-02", "OWN-06")]
     owners, backwards = [], []
-    latest: dict[str, int] = {}
+    latest: dict[str, int | str] = {}
+    replaced: dict[str, set[str]] = {}  # work item -> opaque tokens a later token has replaced
     for o in observed:
         per_work = Counter(lease["work_id"] for lease in o.snapshot["leases"])
         owners += [f"observation {o.index}: {w} has {n} leases" for w, n in per_work.items() if n > 1]
         for lease in o.snapshot["leases"]:
             w, g = lease["work_id"], lease["generation"]
-            if g < latest.get(w, -1):
-                backwards.append(f"observation {o.index}: {w} generation went back from {latest[w]} to {g}")
-            latest[w] = max(g, latest.get(w, -1))
+            before = latest.get(w)
+            if isinstance(g, str) or isinstance(before, str):
+                if g in replaced.get(w, set()):
+                    backwards.append(f"observation {o.index}: {w} is owned again by token {g!r}, which a later "
+                                     "token had replaced")
+                if before is not None and before != g:
+                    replaced.setdefault(w, set()).add(before)
+                latest[w] = g
+                continue
+            if before is not None and g < before:
+                backwards.append(f"observation {o.index}: {w} generation went back from {before} to {g}")
+            latest[w] = max(g, before if before is not None else -1)
         for fw in o.snapshot.get("fenced_writes") or []:
-            if fw["generation"] >= fw["current_generation"]:
-                backwards.append(f"observation {o.index}: a write of generation {fw['generation']} was "
-                                 f"'fenced' though it was current ({fw['current_generation']})")
+            stale, current = fw["generation"], fw["current_generation"]
+            opaque = isinstance(stale, str) or isinstance(current, str)
+            if (stale == current) if opaque else (stale >= current):
+                backwards.append(f"observation {o.index}: a write of generation {stale} was "
+                                 f"'fenced' though it was current ({current})")
     return [_result("OWN-02", Verdict.INVALID if owners else Verdict.VALID, owners[0] if owners else "", owners),
             _result("OWN-06", Verdict.INVALID if backwards else Verdict.VALID,
                     backwards[0] if backwards else "", backwards)]

@@ -155,9 +155,11 @@ def check_own04(w: Window) -> ClauseResult:
     if changed:
         return _result("OWN-04", Verdict.INVALID, f"storage part: the {w.what} store was written while the runtime "
                        f"could not use it: {changed[0]}", changed)
-    before = max((lease.get("generation", 0) for o in w.before for lease in o.snapshot.get("leases") or []),
-                 default=0)
-    new = [lease for o in w.during for lease in o.snapshot.get("leases") or [] if lease.get("generation", 0) > before]
+    seen = {lease.get("generation", 0) for o in w.before for lease in o.snapshot.get("leases") or []}
+    before = max((g for g in seen if isinstance(g, int)), default=0)
+    new = [lease for o in w.during for lease in o.snapshot.get("leases") or []  # an opaque token: one not seen before
+           if (lease.get("generation", 0) not in seen if isinstance(lease.get("generation", 0), str)
+               else lease.get("generation", 0) > before)]
     if new:
         return _result("OWN-04", Verdict.INVALID, f"storage part: lease generation {new[0].get('generation')} for "
                        f"{new[0].get('work_id')} appeared while the store was {w.what}")

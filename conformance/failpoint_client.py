@@ -14,7 +14,8 @@ from the spec, as an exec'd one does). When a point fires:
 
 Wire format (docs/failpoints.md): connect to the Unix stream socket ``RECOVERYKIT_FAILPOINT_SOCKET``,
 write one line of JSON ``{"v": 1, "type": "hit", "point", "pid", "hit", "work_id", "action",
-"time"}`` and, for ``pause`` only, read one line of JSON back. One connection per hit.
+"time"}`` (and an optional ``"detail"`` object) and, for ``pause`` only, read one line of JSON back. One
+connection per hit.
 
 Do not import anything from recoverykit here: runtimes vendor this file as it is.
 """
@@ -105,12 +106,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def failpoint(point: str, work_id: str | None = None) -> None:
-    """Call at an interruption point. Unarmed: one dict lookup, nothing more."""
+def failpoint(point: str, work_id: str | None = None, detail: dict | None = None) -> None:
+    """Call at an interruption point. Unarmed: one dict lookup, nothing more. ``detail``: an optional JSON
+    object sent with the report (the durable-write hook sends the file and the operation)."""
     armed = _ARMED.get(point)
     if armed is None:
         return
-    _fire(armed, work_id)
+    _fire(armed, work_id, detail)
 
 
 def armed_points() -> list[str]:
@@ -129,12 +131,14 @@ def _step(armed: _Point) -> tuple[int, str, int | None]:
         return armed.hits, "off", None
 
 
-def _fire(armed: _Point, work_id: str | None) -> None:
+def _fire(armed: _Point, work_id: str | None, detail: dict | None = None) -> None:
     hit, action, millis = _step(armed)
     if action == "off":
         return
     report = {"v": 1, "type": "hit", "point": armed.name, "pid": os.getpid(), "hit": hit,
               "work_id": work_id, "action": action, "time": time.time()}
+    if detail is not None:
+        report["detail"] = detail
     if action == "pause":
         if _report(report, wait=True) == "crash":
             action = "crash"

@@ -9,7 +9,7 @@ never invented. Vocabulary comes from ``recoverykit.model.catalogue``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from recoverykit.conformance.protocol_envelope import finish_schema
@@ -255,16 +255,25 @@ class Reservation(Record):
         "`released` (given back unstarted) or `expired` (unstarted past `expires_at`: its request is never sent).")
 
 
+Generation = Annotated[int, Field(ge=0)] | Annotated[str, Field(min_length=1)]
+GENERATION_DOC = ("The fencing generation; writes from older generations are rejected. An integer that only moves "
+                  "forward, or, since 1.4, an opaque string token (a per-execution fencing token such as DBOS's "
+                  "`owner_xid`), compared for identity only: the kit then judges stale writes from evidence (a token "
+                  "that owned the item again after another replaced it, a write under a replaced token), never from "
+                  "an order of the strings.")
+
+
 class Owner(Record):
     host_id: str = Field(description="The owner's host identity.")
-    pid: int = Field(description="The owner's process id.")
+    pid: int | None = Field(description="The owner's process id. Since 1.4, null when the runtime records no "
+                            "process for an owner (DBOS records an executor id, not a process).")
     create_time: float | None = Field(description="Process start time, to tell a reused pid apart; null if unknown.")
 
 
 class Lease(Record):
     work_id: Id
     owner: Owner = Field(description="The process that owns execution of the work item.")
-    generation: int = Field(ge=0, description="The fencing generation; writes from older generations are rejected.")
+    generation: Generation = Field(description=GENERATION_DOC)
     expires_at: float | None = Field(description="Unix time the lease lapses; null for leases without expiry.")
 
 
@@ -278,8 +287,8 @@ class Wait(Record):
 
 class FencedWrite(Record):
     work_id: Id
-    generation: int = Field(ge=0, description="The stale generation that attempted the write.")
-    current_generation: int = Field(ge=0, description="The generation in force when it was rejected.")
+    generation: Generation = Field(description="The stale generation (or token) that attempted the write.")
+    current_generation: Generation = Field(description="The generation (or token) in force when it was rejected.")
     what: str = Field(description="What the rejected write was (free text, for the report).")
 
 

@@ -31,6 +31,7 @@ from recoverykit.conformance.environment import Run
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import (
     OLD_HIDDEN_EXPIRY_S,
+    OPT_IN_POINTS,
     RECOVERY_POINTS,
     Profile,
     RestartKind,
@@ -136,11 +137,13 @@ class Scenario:
         return not self.chaos.none
 
     def chaos_points(self, reached: dict[str, int]) -> dict[str, int]:
-        """The points (with their hit counts) chaos interrupts this scenario at, of those reached."""
+        """The points (with their hit counts) chaos interrupts this scenario at, of those reached. Opt-in points
+        (durable writes) are reached only when the run asked for them, and then every one counts: the case list
+        covers every commit boundary the scenario passes, whatever points its own cells aim at."""
         if not self.has_chaos:
             return {}
         wanted = self.chaos.points
-        return {p: n for p, n in reached.items() if n > 0 and (wanted is None or p in wanted)}
+        return {p: n for p, n in reached.items() if n > 0 and (wanted is None or p in wanted or p in OPT_IN_POINTS)}
 
     def provider_script(self, point: str | None = None, hit: int = 1, *, chaos: bool = False) -> dict:
         """The scripted provider's script. For certify as written; for chaos (``chaos=True`` or a

@@ -93,6 +93,10 @@ def _summary(doc: dict, out: Path | None) -> None:
 @click.option("--trace", "trace_path", type=click.Path(), default=None,
               help="Enumerate the cases from this dry-run trace (trace.json of an earlier --out) instead of a new "
                    "dry run: shards of one run then share one case list.")
+@click.option("--durable-writes", "durable_writes", is_flag=True,
+              help="Also stop a Python runtime before and after every SQLite commit, fsync and atomic rename it makes "
+                   "(the adapter declares durable.write.before/after; docs/failpoints.md section 7). With --trace, "
+                   "the trace decides.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No per-case lines on stderr.")
 @click.option("--accept", "accept", multiple=True, metavar="CLAUSE",
@@ -104,7 +108,7 @@ def _summary(doc: dict, out: Path | None) -> None:
 @click.option("--write-baseline", "write_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write this run's findings (every clause a case broke) as a baseline file.")
 def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
-          keep, list_only, trace_path, as_json, quiet, accept, baseline, write_baseline) -> int:
+          keep, list_only, trace_path, durable_writes, as_json, quiet, accept, baseline, write_baseline) -> int:
     """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
     from recoverykit import signals
     from recoverykit.chaos import systematic
@@ -152,7 +156,8 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
                     if trace is None:
                         reap_stale()
                         declared = systematic.declare(adapter, out / "runs")
-                        trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s)
+                        trace = systematic.load_trace(None, adapter, declared, scenarios, out / "runs", timeout_s,
+                                                      durable_writes)
                     trace.write(out / TRACE_FILE)
                     cases = select(enumerate_cases(trace, scenarios, points, kinds), the_shard)
                     if not quiet:

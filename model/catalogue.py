@@ -40,6 +40,9 @@ class InterruptionPoint:
     profile: Profile
     description: str
     seed_section: str = "000 / Restart failure acceptance"
+    # an opt-in point: chaos arms it only when asked (``recoverykit chaos --durable-writes``), so an adapter that
+    # does not declare it is not "not implemented" there, and one that declares it costs nothing without the flag
+    opt_in: bool = False
 
 
 _P = InterruptionPoint
@@ -105,10 +108,19 @@ INTERRUPTION_POINTS: tuple[InterruptionPoint, ...] = (
        "deferred work not yet woken", "001 / #19759 What Changed"),
     _P("run.finalize.before", _R, Profile.PAPERCLIP_RETRY, "a run's provider result accepted (durable), its "
        "finalization not yet done", "001 / Admission and execution (an accepted native result)"),
+    # Every durable write of a Python runtime, with no code of its own: the kit's startup hook
+    # (recoverykit.adapter.durable_writes, docs/failpoints.md section 7) reports each SQLite commit and each
+    # os.fsync / os.replace. Opt-in (chaos --durable-writes); judged by every safety clause (FA-01).
+    _P("durable.write.before", _R, _CHAT, "a durable write (an SQLite commit, an fsync, an atomic rename) is about "
+       "to happen, not yet made", opt_in=True),
+    _P("durable.write.after", _R, _CHAT, "the durable write is made, the runtime not yet gone on",
+       opt_in=True),
 )
 
 POINTS_BY_NAME: dict[str, InterruptionPoint] = {p.name: p for p in INTERRUPTION_POINTS}
 RECOVERY_POINTS: tuple[str, ...] = tuple(p.name for p in INTERRUPTION_POINTS if p.name.startswith("recovery."))
+OPT_IN_POINTS: tuple[str, ...] = tuple(p.name for p in INTERRUPTION_POINTS if p.opt_in)
+DURABLE_WRITE_POINTS: tuple[str, ...] = ("durable.write.before", "durable.write.after")
 
 
 class RestartKind(StrEnum):

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from recoverykit.model.catalogue import POINTS_BY_NAME, Profile, RestartKind
+from recoverykit.model.catalogue import DURABLE_WRITE_POINTS, POINTS_BY_NAME, Profile, RestartKind
 from recoverykit.model.errors import InvalidArgument
 
 SEED_000 = "000_af485c2424ce917b.txt"
@@ -885,7 +885,8 @@ CLAUSES: tuple[Clause, ...] = (
        "Every safety clause holds after each restart kind: frontend reload, normal exit, graceful worker restart, "
        "forced kill, downtime past two hours, and a crash during recovery.",
        "Cover frontend reload, normal App exit, graceful worker restart, forced worker termination, downtime beyond "
-       "the old two-hour window, and another crash during recovery.", restarts=tuple(RestartKind)),
+       "the old two-hour window, and another crash during recovery.", restarts=tuple(RestartKind),
+       points=DURABLE_WRITE_POINTS),
     _c("FA-02", _S, _CHAT, "CH", SEED_000, FAIL,
        "Host-restart semantics, tested through process-identity changes, hold: work meant to run is recovered, the "
        "restart is never read as a user Pause, and recovery never silently becomes cross-host takeover.",

@@ -198,6 +198,28 @@ def test_two_leases_or_a_generation_going_back_is_invalid():
     assert v["OWN-06"] is Verdict.INVALID
 
 
+def test_opaque_fencing_tokens_are_judged_by_identity_not_order():
+    """Protocol 1.4: a lease's generation may be an opaque token (DBOS's ``owner_xid``). A new token replacing an
+    old one is fine whatever their string order; the old token owning the item again went back."""
+    def lease(token):
+        return {"work_id": "w1", "owner": {"host_id": "h", "pid": None, "create_time": None}, "generation": token,
+                "expires_at": None}
+
+    def owned_by(*tokens):
+        def extra(rec):
+            for token in tokens:
+                rec.observe(_snapshot(leases=[lease(token)]))
+        return extra
+
+    v = _verdicts(_run(_snapshot(leases=[lease("a-token")]), extra=owned_by("z-token")))  # "a" < "z": no matter
+    assert v["OWN-06"] is Verdict.VALID and v["OWN-02"] is Verdict.VALID
+    v = _verdicts(_run(_snapshot(leases=[lease("z-token")]), extra=owned_by("z-token", "a-token")))
+    assert v["OWN-06"] is Verdict.INVALID  # z-token was replaced by a-token, then owned the item again
+    fenced = {**_snapshot(leases=[lease("t2")]), "fenced_writes": [
+        {"work_id": "w1", "generation": "t2", "current_generation": "t2", "what": "step output"}]}
+    assert _verdicts(_run(fenced))["OWN-06"] is Verdict.INVALID  # the current token's write is no stale write
+
+
 def test_duplicate_continuation_is_invalid():
     turn = {"turn_id": "t", "work_id": "w1", "continuation_key": "k", "predecessor": None, "status": "completed"}
     v = _verdicts(_run(_snapshot(turns=[turn, {**turn, "turn_id": "t2"}]), extra=_restarted))

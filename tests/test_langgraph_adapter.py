@@ -39,9 +39,23 @@ def test_certify_ends_in_a_verdict_and_finds_the_rerun_tool(tmp_path):
 
 
 @pytest.mark.parametrize("script", ["repro_fa15_tool_rerun.py", "repro_ctx11_duplicate_call_ids.py",
-                                    "repro_usg01_attribution_after_response.py", "repro_own03_any_host_resumes.py"])
+                                    "repro_usg01_attribution_after_response.py", "repro_own03_any_host_resumes.py",
+                                    "repro_async_checkpoint_durability.py"])
 def test_each_true_finding_reproduces_without_the_kit(script, tmp_path):
     result = subprocess.run([sys.executable, str(HERE / script)], capture_output=True, text=True, timeout=120,
                             env={"REPRO_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 1, result.stdout + result.stderr
     assert "REPRODUCED" in result.stdout
+
+
+def test_one_chaos_case_at_a_durable_write_stops_the_worker_at_an_sqlite_commit(tmp_path):
+    """The durable-write hook on a runtime with no failpoint of its own (docs/failpoints.md section 7): the
+    worker is held just after a commit of one of its SQLite files, killed with its tree, and recovers."""
+    case = "chat_read_tool/durable.write.after/3/tree_kill"
+    result = _kit("chaos", "--adapter", ADAPTER, "--replay", case, "--json", "--quiet", "--out", str(tmp_path))
+    assert result.returncode in (0, 1, 2), result.stderr
+    [found] = json.loads(result.stdout)["cases"]
+    assert found["status"] in ("passed", "failed"), found.get("why")
+    assert found["reached"]["via"] == "failpoint" and found["reached"]["hit"] == 3
+    assert Path(found["reached"]["detail"]["file"]).suffix == ".sqlite"
+    assert found["killed"]

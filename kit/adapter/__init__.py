@@ -9,7 +9,9 @@
   create times, stopping them;
 - ``quiesce`` (``quiescence``): a ``quiesce`` that always answers in time, even while the kit kills processes;
 - ``observe``: record builders, ``snapshot``, ``continuation_key``;
-- ``failpoint``: the failpoint client.
+- ``failpoint``: the failpoint client;
+- ``DURABLE_WRITE_POINTS`` (``durable_writes``): declare them in ``failpoints`` and every process started with
+  ``RuntimeEnv.environ`` can be stopped before and after each SQLite commit, fsync and atomic rename it makes.
 
 It imports nothing of the model, chaos or the reference runtime (an import-linter contract holds it to
 that); only the failpoint client is shared with conformance/. The names load on first use, so a runtime
@@ -28,6 +30,7 @@ _EXPORTS = {
     "Supervisor": "processes", "StartFailed": "processes", "identity": "processes",
     "quiesce": "quiescence",
     "failpoint": "failpoints",
+    "DURABLE_WRITE_POINTS": "durable_writes",
 }
 __all__ = sorted([*_EXPORTS, "observe"])
 

@@ -10,7 +10,9 @@ parsing of its own. Names of the variables:
 - ``RECOVERYKIT_FAILPOINTS``, ``RECOVERYKIT_FAILPOINT_SOCKET``: read by the failpoint client;
 - ``RECOVERYKIT_HOST_ID``, ``RECOVERYKIT_CLOCK_OFFSET_S``: the host identity and the clock offset;
 - ``RECOVERYKIT_DATA_DIR``, ``RECOVERYKIT_PROVIDER_BASE_URL``, ``RECOVERYKIT_MODEL``, ``RECOVERYKIT_API_KEY``;
-- ``RECOVERYKIT_READY_FILE``: a path the process creates once it admits work (``signal_ready``).
+- ``RECOVERYKIT_READY_FILE``: a path the process creates once it admits work (``signal_ready``);
+- ``PYTHONPATH`` (the durable-write hook first) and ``RECOVERYKIT_FAILPOINT_CLIENT``: only while the failpoints
+  arm a ``durable.write.*`` point (``durable_writes``; an adapter that declares those points gets them for free).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from recoverykit.adapter import durable_writes
 
 PREFIX = "RECOVERYKIT_"
 
@@ -67,6 +71,7 @@ class RuntimeEnv:
                "RECOVERYKIT_DATA_DIR": str(self.data_dir),
                "RECOVERYKIT_PROVIDER_BASE_URL": self.provider_base_url,
                "RECOVERYKIT_PROBE_TOOLS": json.dumps(self.probe_tools)}
+        env.update(durable_writes.environ_for(self.failpoints, env))  # only while a durable.write point is armed
         for key, value in (("RECOVERYKIT_MODEL", self.model), ("RECOVERYKIT_API_KEY", self.api_key)):
             if value is not None:
                 env[key] = value

@@ -3,7 +3,8 @@
 User controls are rows of the run-intent table (``intent``), saved before the reply; the worker process
 (``worker``) does the work. What is declared is only what is real:
 
-- failpoints: the four LangChain callback hooks (``hooks``);
+- failpoints: the four LangChain callback hooks (``hooks``), and the SDK's durable-write points (every SQLite
+  commit of the worker: ``SqliteSaver``'s checkpoints and the intent table; armed only by ``chaos --durable-writes``);
 - restarts: ``frontend_reload``, ``normal_exit`` (SIGTERM the worker, start a new one) and ``stop_all_exit``;
   kills are the kit's;
 - observes: ``work_items`` (the intent table, inputs as acknowledged), ``turns`` (resumptions from a
@@ -20,15 +21,15 @@ import sys
 import threading
 import uuid
 
-from recoverykit.adapter import Adapter, Refused, Supervisor, identity, observe
+from recoverykit.adapter import DURABLE_WRITE_POINTS, Adapter, Refused, Supervisor, identity, observe
 
 from .hooks import FAILPOINTS
-from .intent import connect, now, one, rows, tx
+from .intent import connect, now, one, rows, snapshot, tx
 
 
 class LangGraphAdapter(Adapter):
     name, version, protocol_version = "langgraph-sqlitesaver", "1.2", "1.2"
-    failpoints = FAILPOINTS
+    failpoints = [*FAILPOINTS, *DURABLE_WRITE_POINTS]
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
     observes = ["work_items", "turns", "usage_receipts"]
 
@@ -125,7 +126,7 @@ class LangGraphAdapter(Adapter):
 
     def op_observe(self, req: dict) -> dict:
         db = self.db
-        with tx(db):  # one consistent read
+        with snapshot(db):  # one consistent read; never waits for the worker's write lock
             runs = rows(db, "SELECT * FROM runs ORDER BY created")
             inputs = {r["work_id"]: r for r in rows(db, "SELECT * FROM inputs")}
             turns = rows(db, "SELECT * FROM turns")

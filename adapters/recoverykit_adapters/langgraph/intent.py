@@ -49,6 +49,17 @@ def tx(db: sqlite3.Connection):
     db.execute("COMMIT")
 
 
+@contextmanager
+def snapshot(db: sqlite3.Connection):
+    """One consistent read that waits for no writer (WAL): ``observe`` must answer while the worker is stopped
+    inside a commit (a durable-write point), holding the write lock ``tx`` takes."""
+    db.execute("BEGIN DEFERRED")
+    try:
+        yield db
+    finally:
+        db.execute("ROLLBACK")
+
+
 def rows(db: sqlite3.Connection, sql: str, args: tuple = ()) -> list[dict]:
     return [dict(r) for r in db.execute(sql, args).fetchall()]
 
