@@ -556,14 +556,17 @@ def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
     from recoverykit.conformance.checks_reasons import REASON_CHECKS
     from recoverykit.conformance.checks_repair import REPAIR_CHECKS
     from recoverykit.conformance.checks_requests import REQUEST_CHECKS
+    from recoverykit.conformance.checks_reservations import RESERVATION_CHECKS
     from recoverykit.conformance.checks_resources import RESOURCE_CHECKS
+    from recoverykit.conformance.checks_spend import SPEND_CHECKS
     from recoverykit.conformance.checks_storage import STORAGE_CHECKS
     from recoverykit.conformance.checks_waits import WAIT_CHECKS
     return (*CHECKS, *CROSS_CHECKS, *FLOW_CHECKS, *REASON_CHECKS, *OUTCOME_CHECKS, *OWNER_CHECKS, *STORAGE_CHECKS,
             *RESOURCE_CHECKS, *REQUEST_CHECKS, *DECISION_CHECKS, *EXECUTOR_CHECKS, *ATTEMPT_CHECKS, *BACKOFF_CHECKS,
             *FAIRNESS_CHECKS, *INTENT_CHECKS, *INPUT_CHECKS, *EFFECT_CHECKS, *REPAIR_CHECKS, *ACCEPTANCE_CHECKS,
             *GOAL_CHECKS, *GOAL_RECORD_CHECKS, *APPROVAL_CHECKS, *WAIT_CHECKS, *PAPERCLIP_CHECKS, *WORK_CHECKS,
-            *RECORD_CHECKS, *MESSAGE_CHECKS, *JOB_CHECKS, *PRICING_CHECKS)
+            *RECORD_CHECKS, *MESSAGE_CHECKS, *JOB_CHECKS, *PRICING_CHECKS, *RESERVATION_CHECKS,
+            *SPEND_CHECKS)
 
 
 def merge(results: Iterable[ClauseResult]) -> dict[str, Verdict]:

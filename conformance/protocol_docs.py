@@ -90,6 +90,11 @@ CHANGELOG = """\
   next execution start), the coordinator field `result` (`accepted` while a provider result waits for its
   finalizer) and the interruption point `run.finalize.before`; without them RTY-23, RTY-17 and RTY-25 stay
   unknown, never valid.
+- **1.4** (profile `goals`, also): budget reservations, optional: the snapshot section `reservations` (declared in
+  `init_ok.observes`) shows what each paid attempt under a hard budget holds of it: the attempt it covers
+  (`request_id`, as its receipt names it), `max_tokens`, `expires_at` on the runtime's clock and its `state`
+  (`reserved`, `started`, `settled`, `released`, `expired`). Without the section the scenario
+  `goal_reservation_expiry` is not applicable and USG-19 is not required.
 
 Changes within a MAJOR version are additive only: a new optional field in a request (adapters ignore keys
 they do not know), a new request (adapters answer `not_supported`), a new optional snapshot section. Each

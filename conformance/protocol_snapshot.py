@@ -9,7 +9,7 @@ never invented. Vocabulary comes from ``recoverykit.model.catalogue``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from recoverykit.conformance.protocol_envelope import finish_schema
@@ -66,6 +66,7 @@ class Section(StrEnum):
     WORKSPACES = "workspaces"
     RECOVERY_COORDINATORS = "recovery_coordinators"
     RETRY_SCHEDULE = "retry_schedule"
+    RESERVATIONS = "reservations"  # since 1.4, profile goals (budget reservations, USG-19)
 
 
 class AcceptedInput(Record):
@@ -233,6 +234,27 @@ class UsageReceipt(Record):
         "`pricing_set` never changes it. Null when no price was known then.")
 
 
+class Reservation(Record):
+    """Since 1.4: what one paid attempt holds of a Goal's hard budget, from before its dispatch until its receipt
+    (seed 000, "Usage, cost and budget": reserve a maximum request amount when calculable; expired unstarted
+    reservations cannot dispatch; started requests are not automatically released)."""
+
+    reservation_id: Id = Field(description="Stable across observations and restarts.")
+    work_id: Id
+    goal_id: Id | None = Field(None, description="The Goal whose budget it holds; null if none.")
+    request_id: Id = Field(description="The provider attempt it covers, named as its usage receipt names it (the "
+                           "`X-Request-Id` the attempt is sent with).")
+    max_tokens: int | None = Field(None, ge=0, description="The most the attempt may spend, in tokens, held from "
+                                   "the budget; null when no maximum is calculable.")
+    expires_at: float | None = Field(None, description="The runtime's clock (epoch seconds, with the kit's clock "
+                                     "offset) after which, still unstarted, it may never dispatch; null: it "
+                                     "never expires.")
+    state: Literal["reserved", "started", "settled", "released", "expired"] = Field(
+        description="`reserved` (held, the request not sent yet), `started` (the request may have been sent: only "
+        "its receipt settles it, never recovery or time), `settled` (its receipt recorded known or partial usage), "
+        "`released` (given back unstarted) or `expired` (unstarted past `expires_at`: its request is never sent).")
+
+
 Generation = Annotated[int, Field(ge=0)] | Annotated[str, Field(min_length=1)]
 GENERATION_DOC = ("The fencing generation; writes from older generations are rejected. An integer that only moves "
                   "forward, or, since 1.4, an opaque string token (a per-execution fencing token such as DBOS's "
@@ -325,6 +347,8 @@ class Snapshot(Record):
         None, description="Since 1.3. Null (or omitted) unless declared.")
     retry_schedule: list[RetryScheduleEntry] | None = Field(
         None, description="Since 1.3. Null (or omitted) unless declared.")
+    reservations: list[Reservation] | None = Field(
+        None, description="Since 1.4 (profile goals). Null (or omitted) unless declared.")
     storage: StorageStatus | None = Field(
         None, description="Since 1.1. The store's state; sent (never null) by an adapter that declares "
         "`init_ok.storage`, null otherwise. While it is not `ok` the declared sections may be null: the store "
@@ -334,7 +358,7 @@ class Snapshot(Record):
 SECTION_MODELS: dict[Section, type[Record]] = {
     Section.WORK_ITEMS: WorkItem, Section.GOALS: Goal, Section.TURNS: Turn, Section.TOOL_CALLS: ToolCall,
     Section.APPROVALS: Approval, Section.USAGE_RECEIPTS: UsageReceipt, Section.LEASES: Lease,
-    Section.WAITS: Wait, Section.FENCED_WRITES: FencedWrite, Section.RUNS: Run,
+    Section.WAITS: Wait, Section.FENCED_WRITES: FencedWrite, Section.RUNS: Run, Section.RESERVATIONS: Reservation,
     **{Section(name): model for name, model in TASK_SECTION_MODELS.items()},
 }
 SECTION_DOCS: dict[Section, str] = {
@@ -348,5 +372,7 @@ SECTION_DOCS: dict[Section, str] = {
     Section.WAITS: "Durable waits with their unique consumption keys.",
     Section.FENCED_WRITES: "Writes the runtime rejected because they came from a stale generation.",
     Section.RUNS: "Paperclip-style runs and Retries (profile paperclip_retry).",
+    Section.RESERVATIONS: "Since 1.4 (profile goals): budget reservations of paid attempts under a hard budget, "
+    "their expiry and whether each was started, settled by its receipt, released or expired.",
     **{Section(name): doc for name, doc in TASK_SECTION_DOCS.items()},
 }

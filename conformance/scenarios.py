@@ -1377,6 +1377,7 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     LIVE_WAIT,
     MISSING_EVIDENCE,
     PAUSED,
+    RESERVED,
     RESTARTED,
     RESTARTED_NEXT,
     REVISED,
@@ -1388,12 +1389,14 @@ from recoverykit.conformance.scenarios_goals import (  # noqa: E402
     drive_budget_raised,
     drive_live_wait,
     drive_pause_during_verifying,
+    drive_reservation_expiry,
     drive_restart,
     drive_revision_during_verifying,
     drive_three_turns,
     drive_unknown_cost,
     drive_until_settled,
     needs_live_wait,
+    needs_reservations,
 )
 
 _GOALS = Profile.GOALS
@@ -1437,6 +1440,13 @@ SCENARIOS += (
     Scenario("goal_budget_raised", "a budget runs out; Resume alone does not leave budget_exhausted, a raised "
              "budget does", _GOALS, (EXHAUSTED,), (), ("USG-15", "USG-16", "USG-17", "ACC-09"), drive_budget_raised,
              Chaos(none="leaving budget_exhausted needs the kit's budget_set, which chaos's cases do not send")),
+    Scenario("goal_reservation_expiry", "under a hard budget a request reserved but not sent is killed and the "
+             "runtime starts after its reservation expired: it never dispatches; a request killed before its "
+             "receipt is durable keeps its reservation, and the Goal's spent tokens never count that receipt",
+             _GOALS, (RESERVED,), (), ("USG-19", "USG-06"),
+             drive_reservation_expiry,
+             Chaos(none="the kit's own stop between reserve and send and its clock jump are the scenario; chaos's "
+                        "cases make no clock jump"), needs_reservations),
     Scenario("goal_live_wait", "a Goal waits on a live external operation: phase waiting and no model turn until "
              "its notification, then acceptance", _GOALS, (LIVE_WAIT,), ("probe_external",), ("GOAL-08",),
              drive_live_wait,

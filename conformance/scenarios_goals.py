@@ -310,3 +310,49 @@ def drive_live_wait(run: Run) -> list[ClauseResult]:
     notify(run, f"op-{token}")
     _, final = run.settle(GOAL_SETTLE_S)
     return [expect_state(final, created, {"achieved"}, "GOAL-08", "after its live wait was notified")]
+
+
+# --- budget reservations (protocol 1.4: the snapshot section ``reservations``; judged by checks_reservations) ------
+
+RESERVE_POINT = "provider.request.before"  # the first worker request is reserved, not yet sent, when held here
+PERSIST_POINT = "usage.persist.before"  # the second one's usage is in hand, its receipt not yet durable, held here
+RESERVATION_JUMP_S = 3600.0  # downtime longer than any reservation's expiry (the reference's is 300 s)
+RESERVATION_LIMIT = {"max_tokens": 100000, "max_cost_usd": None}
+RESERVED = goal_script("gv", [work("[[goal:todo t1]] one"), work("[[goal:done t1]] two")], {2: verdict("met", 1)})
+
+
+def needs_reservations(run: Run) -> str | None:
+    """The scenario reads the section ``reservations`` and kills the runtime at ``provider.request.before`` and at
+    ``usage.persist.before``."""
+    declared = {str(s) for s in run.init_ok.observes} if run.init_ok else set()
+    if "reservations" not in declared:
+        return "init_ok.observes lacks `reservations` (protocol 1.4): the runtime shows no budget reservations"
+    lacking = [p for p in (RESERVE_POINT, PERSIST_POINT) if p not in {str(x) for x in run.init_ok.failpoints}]
+    if lacking:
+        return f"init_ok.failpoints lacks {', '.join(lacking)}: the kit cannot stop the runtime where it needs"
+    return None
+
+
+def drive_reservation_expiry(run: Run) -> list[ClauseResult]:
+    """A Goal under a hard budget is stopped at its first request, reserved but not sent, and killed; the runtime
+    starts again after a downtime longer than the reservation's expiry: that attempt never dispatches (a new one
+    may, under a reservation of its own). Its second request's response is read but the runtime is killed before its
+    receipt is durable (``usage.persist.before``) and restarted: the started reservation stays held and the Goal's
+    spent tokens show nothing of that response, its usage unknown (USG-19, USG-06); a budget change lets the Goal
+    finish."""
+    run.start(failpoints=f"{RESERVE_POINT}=1*pause")
+    created = create(run, "gv", RESERVATION_LIMIT)
+    if created is None:
+        return [_result("USG-19", Verdict.UNKNOWN, "goal_create was refused")]
+    run.broker.wait_for_hit(RESERVE_POINT, timeout=GOAL_SETTLE_S, held=True)
+    run.observe()  # reserved, not sent
+    run.kill("tree_kill")
+    run.start(failpoints=f"{PERSIST_POINT}=1*off->1*pause", clock_offset_s=run.clock_offset_s + RESERVATION_JUMP_S)
+    run.broker.wait_for_hit(PERSIST_POINT, timeout=GOAL_SETTLE_S, held=True)
+    run.observe()  # the second request started and answered, its receipt not yet written
+    run.kill("tree_kill")
+    run.start(failpoints="")
+    run.settle(GOAL_SETTLE_S)  # its usage unknown: paid admission pauses (USG-16), the reservation stays
+    run.op("budget_set", work_id=created["work_id"], limit=RESERVATION_LIMIT)
+    run.settle(GOAL_SETTLE_S)
+    return []

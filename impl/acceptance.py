@@ -18,8 +18,8 @@ import json
 import os
 import uuid
 
-from . import goal_timer
-from .engine import Ctx, Interrupted, check_intent, drain_outbox, release, schedule_retry, settle_usage
+from . import goal_timer, reservations
+from .engine import Ctx, Interrupted, check_intent, drain_outbox, never_sent, release, schedule_retry, settle_usage
 from .failpoints import failpoint
 from .provider import ProviderFault, Request
 from .store import emit, fenced, now, one, rows, set_status
@@ -124,11 +124,15 @@ def _ask_verifier(ctx: Ctx, item: dict, gen: int, g: dict, requirements: list[di
         ctx.db.conn.execute("INSERT INTO provider_requests VALUES (?,?,?,?,?,'dispatched',?)",
                             (request_id, work_id, turn_id, -1, n, now()))
         payload = {"request_id": request_id, "work_id": work_id, "session_id": item["session_id"],
-                   "turn_id": turn_id, "attempt": n, "objective_revision": g["revision"]}
+                   "turn_id": turn_id, "attempt": n, "objective_revision": g["revision"],
+                   "reservation": reservations.plan(ctx.db, ctx.udb, work_id)}  # under a hard budget only
         ctx.db.conn.execute("INSERT INTO outbox VALUES (?,?,?,'pending',?,NULL)",
                             (f"usage.open:{request_id}", "usage.open", json.dumps(payload), now()))
         emit(ctx.db, work_id, "verifier_request", request_id=request_id, revision=g["revision"])
     drain_outbox(ctx)
+    if not reservations.start(ctx.udb, request_id):  # expired unstarted: never sent (not reached in practice)
+        never_sent(ctx, work_id, gen, request_id)
+        raise RuntimeError(f"the reservation of {request_id} expired before it was sent")  # a bounded retry
     listing = "\n".join(f"- {r['req_id']}: {r['text']}" for r in requirements)
     shown = "\n".join(f"- {e['ref']} (version {e['sha']}): {e['text'][:400]}" for e in evidence)
     messages = [{"role": "system", "content": SYSTEM},

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import history, pricing, resources, tools
+from . import history, pricing, reservations, resources, spend, tools
 from .config import AWAITING_APPROVAL, SAFE_FOR_RECOVERY, Config
 from .db import Database
 from .failpoints import failpoint
@@ -73,10 +73,13 @@ def drain_outbox(ctx: Ctx) -> None:
                 (payload["request_id"], op["op_key"], payload["work_id"], payload["session_id"],
                  payload["turn_id"], payload["attempt"], payload.get("objective_revision"), now(),
                  payload.get("job_id"), quote.get("input_usd_per_mtok"), quote.get("output_usd_per_mtok")))
+            if payload.get("reservation"):  # under a hard budget: what the attempt holds of it (reservations.py)
+                reservations.open_(ctx.udb, payload["request_id"], payload["work_id"], payload["reservation"])
         elif op["kind"] == "usage.lost":
             # Only a receipt still waiting for its response becomes unknown; a settled one stays.
             ctx.udb.conn.execute("UPDATE receipts SET state='unknown', settled_at=? WHERE request_id=?"
                                  " AND state='dispatched'", (now(), payload["request_id"]))
+            reservations.lost(ctx.udb, payload["request_id"])  # unstarted: given back; started: kept
         with tx(ctx.db):
             ctx.db.conn.execute("UPDATE outbox SET status='done', done_at=? WHERE op_key=?", (now(), op["op_key"]))
 
@@ -86,11 +89,15 @@ def settle_usage(ctx: Ctx, work_id: str, request_id: str, wm: Watermark, complet
     state = "known" if complete and wm.seen else ("partial" if wm.seen else "unknown")
     v = wm.values
     failpoint("usage.persist.before", work_id)
-    ctx.udb.conn.execute(
-        "UPDATE receipts SET state=?, prompt_tokens=?, completion_tokens=?, total_tokens=?, watermark_chunks=?,"
-        " settled_at=? WHERE request_id=? AND state='dispatched'",
-        (state, v.get("prompt_tokens"), v.get("completion_tokens"), v.get("total_tokens"), wm.chunks, now(),
-         request_id))
+    with tx(ctx.udb):  # the receipt, the settlement of its reservation and the Goal's spend, in one transaction
+        cur = ctx.udb.conn.execute(
+            "UPDATE receipts SET state=?, prompt_tokens=?, completion_tokens=?, total_tokens=?, watermark_chunks=?,"
+            " settled_at=? WHERE request_id=? AND state='dispatched'",
+            (state, v.get("prompt_tokens"), v.get("completion_tokens"), v.get("total_tokens"), wm.chunks, now(),
+             request_id))
+        reservations.settle(ctx.udb, request_id, state)
+        if cur.rowcount and state in ("known", "partial"):  # the projection follows the durable receipt only
+            spend.add(ctx.udb, work_id, (v.get("prompt_tokens") or 0) + (v.get("completion_tokens") or 0))
     failpoint("usage.persist.after", work_id)
 
 
@@ -103,8 +110,11 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     # A logical request is one step of the conversation; every try of it is a new attempt (own receipt).
     step = one(ctx.db, "SELECT COUNT(*) AS n FROM messages WHERE work_id=? AND role='assistant' AND origin='real'",
                (work_id,))["n"]
+    # an attempt recorded and reserved before a crash, but never sent, is sent now (if its reservation is still
+    # live) under its own id: it is the step's latest attempt, so n does not advance
+    unsent = reservations.unsent(ctx.db, ctx.udb, turn_id, step)
     n = one(ctx.db, "SELECT COUNT(*) AS n FROM provider_requests WHERE work_id=? AND step=?",
-            (work_id, step))["n"] + 1
+            (work_id, step))["n"] + (0 if unsent else 1)
     request_id = f"{work_id}.s{step}.a{n}"
     scope = work_id if item["kind"] == "job" else None  # a Job or a subtask: its own conversation, not the session's
     job = one(ctx.db, "SELECT job_id FROM jobs WHERE job_id IN (?, ?)", (work_id, item["parent_id"] or "")) \
@@ -113,17 +123,21 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
     offered = [t for t in registry.values() if not turn["restricted"] or t.effect_class in SAFE_FOR_RECOVERY]
     with fenced(ctx.db, work_id, gen, "provider.dispatch"):
         check_intent(ctx, work_id)
-        ctx.db.conn.execute("INSERT INTO provider_requests VALUES (?,?,?,?,?,'dispatched',?)",
+        ctx.db.conn.execute("INSERT OR IGNORE INTO provider_requests VALUES (?,?,?,?,?,'dispatched',?)",
                             (request_id, work_id, turn_id, step, n, now()))
         payload = {"request_id": request_id, "work_id": work_id, "session_id": item["session_id"],
                    "turn_id": turn_id, "attempt": n, "objective_revision": item["objective_revision"],
                    "job_id": job["job_id"] if job else None,
-                   "quote": pricing.quote(ctx.db, ctx.cfg.model)}  # the prices now, kept with the receipt
-        ctx.db.conn.execute("INSERT INTO outbox VALUES (?,?,?,'pending',?,NULL)",
+                   "quote": pricing.quote(ctx.db, ctx.cfg.model),  # the prices now, kept with the receipt
+                   "reservation": reservations.plan(ctx.db, ctx.udb, work_id)}  # under a hard budget only
+        ctx.db.conn.execute("INSERT OR IGNORE INTO outbox VALUES (?,?,?,'pending',?,NULL)",
                             (f"usage.open:{request_id}", "usage.open", json.dumps(payload), now()))
         emit(ctx.db, work_id, "provider_request", request_id=request_id, turn_id=turn_id)
     drain_outbox(ctx)
     failpoint("provider.request.before", work_id)
+    if not reservations.start(ctx.udb, request_id):  # expired unstarted: never sent; the next attempt re-reserves
+        never_sent(ctx, work_id, gen, request_id)
+        return False
     api_key = os.environ.get(ctx.cfg.credentials_env) if ctx.cfg.credentials_env else ctx.cfg.api_key
     req = Request(ctx.cfg.provider_base_url, ctx.cfg.model, history.build(ctx.db, item["session_id"], scope),
                   [_tool_schema(t.name) for t in offered], request_id, api_key=api_key)
@@ -165,6 +179,16 @@ def provider_step(ctx: Ctx, item: dict, turn: dict, gen: int) -> bool:
                             (request_id, work_id))
         emit(ctx.db, work_id, "assistant_message", request_id=request_id, tool_calls=len(calls))
     return not calls
+
+
+def never_sent(ctx: Ctx, work_id: str, gen: int, request_id: str) -> None:
+    """An attempt whose reservation expired before it started: recorded lost, its receipt settled by the outbox."""
+    with fenced(ctx.db, work_id, gen, "provider.reservation_expired"):
+        ctx.db.conn.execute("UPDATE provider_requests SET status='lost' WHERE request_id=?", (request_id,))
+        ctx.db.conn.execute("INSERT OR IGNORE INTO outbox VALUES (?,?,?,'pending',?,NULL)",
+                            (f"usage.lost:{request_id}", "usage.lost", json.dumps({"request_id": request_id}), now()))
+        emit(ctx.db, work_id, "reservation_expired", request_id=request_id)
+    drain_outbox(ctx)
 
 
 SHUTDOWN_GRACE_S = 1.0  # how long a graceful stop waits for a response already requested

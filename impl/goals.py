@@ -12,7 +12,9 @@ request; this module adds only what a Goal adds (seed 000, "Todo and acceptance"
 - Budgets are unlimited unless set. Under a hard budget every paid request is admitted only through
   ``budget_gate``: an unknown-usage receipt since the last budget change, or any cost limit (the runtime has
   no price list, so a cost is never known), pauses paid admission with ``budget_unknown_cost``; spent tokens at
-  or over the limit make the Goal ``budget_exhausted``, which only ``budget_set`` leaves.
+  or over the limit make the Goal ``budget_exhausted``, which only ``budget_set`` leaves. Each paid attempt
+  under a hard token budget holds a reservation (``reservations``); one that ended unstarted proves its attempt
+  was never sent, so its receipt is no unknown spend.
 
 The worker's Goal actions arrive as directives in its answer text (the reference runtime's Goal tools):
 ``[[goal:todo ID]]`` (required; ``[[goal:todo ID optional]]``), ``[[goal:done ID]]``, ``[[goal:drop ID]]``,
@@ -158,7 +160,10 @@ def admit(ctx: Ctx, item: dict, gen: int, recovery: bool) -> dict:
     g, work_id = goal_of(ctx, item["work_id"]), item["work_id"]
     last = one(ctx.db, "SELECT MAX(msg_seq) AS m FROM messages WHERE work_id=?", (work_id,))["m"]
     prev = one(ctx.db, "SELECT turn_id, seq_no FROM turns WHERE work_id=? ORDER BY seq_no DESC LIMIT 1", (work_id,))
-    key = f"{work_id}|{g['goal_id']}|r{g['revision']}|v{item['control_version']}|m{last}"
+    # a turn the budget gate interrupted before its answer left no message behind: the continuation after the
+    # budget change is a new turn, so the key also counts the Goal's interrupted turns
+    cut = one(ctx.db, "SELECT COUNT(*) AS n FROM turns WHERE work_id=? AND status='interrupted'", (work_id,))["n"]
+    key = f"{work_id}|{g['goal_id']}|r{g['revision']}|v{item['control_version']}|m{last}|i{cut}"
     with fenced(ctx.db, work_id, gen, "goal.admit"):
         seq = (prev["seq_no"] if prev else 0) + 1
         cur = ctx.db.conn.execute(
@@ -176,7 +181,10 @@ def budget_gate(ctx: Ctx, item: dict, gen: int, turn: dict | None) -> bool:
     g = goal_of(ctx, item["work_id"])
     if g["max_tokens"] is None and g["max_cost_usd"] is None and g["max_active_s"] is None:
         return True  # unlimited by default
-    receipts = rows(ctx.udb, "SELECT state, total_tokens, created_at FROM receipts WHERE work_id=?", (item["work_id"],))
+    # an attempt whose reservation is or ended unstarted was never sent (impl/reservations.py): no unknown spend
+    receipts = rows(ctx.udb, "SELECT state, total_tokens, created_at FROM receipts WHERE work_id=? AND request_id"
+                             " NOT IN (SELECT request_id FROM reservations WHERE state IN ('reserved','expired',"
+                             "'released'))", (item["work_id"],))
     spent = sum(r["total_tokens"] or 0 for r in receipts if r["state"] in ("known", "partial"))
     unknown = [r for r in receipts if r["state"] in ("unknown", "dispatched", "partial")
                and r["created_at"] >= g["budget_at"]]

@@ -34,7 +34,8 @@ def terminal_of(g: dict) -> dict | None:
 
 
 def snapshot_goals(goals: list[dict], items: dict[str, dict], accepted: dict[str, dict],
-                   reqs: dict[str, list[dict]] | None = None, active: dict[str, float] | None = None) -> list[dict]:
+                   reqs: dict[str, list[dict]] | None = None, active: dict[str, float] | None = None,
+                   spent: dict[str, int] | None = None) -> list[dict]:
     """The ``goals`` section: state and the button permissions computed here, never left to a client."""
     out = []
     for g in goals:
@@ -63,7 +64,8 @@ def snapshot_goals(goals: list[dict], items: dict[str, dict], accepted: dict[str
             "can_resume": state in ("paused", "blocked") and g["reason_code"] not in ("budget_unknown_cost",),
             "can_verify": state == "active", "can_end": not terminal, "reason_code": reason,
             "budget": None if g["max_tokens"] is None and g["max_cost_usd"] is None and g.get("max_active_s") is None
-            else {"max_tokens": g["max_tokens"], "max_cost_usd": g["max_cost_usd"], "spent_tokens_known": None,
+            else {"max_tokens": g["max_tokens"], "max_cost_usd": g["max_cost_usd"], "spent_tokens_known":
+                  None if spent is None else spent.get(g["work_id"], 0),  # impl/spend.py, after each receipt
                   "requests_usage_unknown": None, "max_active_s": g.get("max_active_s")},
             "acceptance": acc["outcome"] if acc and acc["revision"] == g["revision"] and acc["valid"] else None,
             "requirements": requirements_of((reqs or {}).get(g["goal_id"], []),

@@ -29,7 +29,7 @@ from .store import now, process_alive
 # runtime.db is read in one snapshot, usage.db in a second one just after: no read spans both files,
 # as no write does, so a receipt can be a moment newer than the turns shown beside it.
 OBSERVES = ["work_items", "goals", "turns", "tool_calls", "approvals", "usage_receipts", "leases", "waits",
-            "fenced_writes", *tasks.SECTIONS]
+            "fenced_writes", *tasks.SECTIONS, "reservations"]
 STORE = {"runtime.db": len(RUNTIME_MIGRATIONS), "usage.db": len(USAGE_MIGRATIONS)}  # file -> schema version known
 STORAGE_DECL = {"files": list(STORE), "schema_version": "sqlite_user_version"}
 _USAGE_STATES = {"known": "known", "partial": "partial", "unknown": "unknown", "dispatched": "unknown"}
@@ -125,6 +125,11 @@ def snapshot(data_dir: Path) -> dict:
             ("SELECT * FROM goal_requirements ORDER BY goal_id, req_id", ()),
             ("SELECT work_id, kind, at, payload FROM events WHERE kind IN (?,?,?) ORDER BY seq",
              (goal_timer.START, goal_timer.SEEN, goal_timer.STOP))])
+        # the projection and the reservations first: both move only in a receipt's write, so the receipts read
+        # after them are at least as new
+        spent = {r["work_id"]: r["spent_tokens_known"] for r in _read(udb, "SELECT * FROM goal_spend")} \
+            if udb.exists() else {}
+        reserved = _read(udb, "SELECT * FROM reservations ORDER BY created_at") if udb.exists() else []
         receipts = _read(udb, "SELECT * FROM receipts ORDER BY created_at") if udb.exists() else []
     except sqlite3.Error as exc:
         raise Unreadable(f"recovery_failed_storage_unavailable: {exc} (actions: retry, restore_backup)") from exc
@@ -155,7 +160,7 @@ def snapshot(data_dir: Path) -> dict:
         "work_items": work_items,
         "goals": snapshot_goals(goal_rows, {w["work_id"]: w for w in items},
                                 {a["goal_id"]: a for a in accepted}, reqs_by_goal,
-                                {g["goal_id"]: active.get(g["work_id"], 0.0) for g in goal_rows}),
+                                {g["goal_id"]: active.get(g["work_id"], 0.0) for g in goal_rows}, spent),
         "turns": [{"turn_id": t["turn_id"], "work_id": t["work_id"], "continuation_key": t["continuation_key"],
                    "predecessor": t["predecessor"], "status": t["status"]} for t in turns],
         "tool_calls": [{"call_id": c["call_id"], "work_id": c["work_id"], "turn_id": c["turn_id"],
@@ -173,6 +178,10 @@ def snapshot(data_dir: Path) -> dict:
                             "completion_tokens": r["completion_tokens"] if r["state"] in ("known", "partial") else None,
                             "usage": _USAGE_STATES[r["state"]], "job_id": r.get("job_id"),
                             "quote": _quote(r)} for r in receipts],
+        # protocol 1.4: what each paid attempt under a hard budget holds of it (impl/reservations.py)
+        "reservations": [{"reservation_id": v["reservation_id"], "work_id": v["work_id"], "goal_id": v["goal_id"],
+                          "request_id": v["request_id"], "max_tokens": v["max_tokens"], "expires_at": v["expires_at"],
+                          "state": v["state"]} for v in reserved],
         "leases": [{"work_id": lease["work_id"], "owner": {"host_id": lease["host_id"], "pid": lease["pid"],
                                                           "create_time": lease["create_time"]},
                     "generation": lease["generation"], "expires_at": None} for lease in leases],

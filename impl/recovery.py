@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from . import resources, tools
+from . import reservations, resources, tools
 from .approvals import close_turn
 from .engine import Ctx, commit_result, drain_outbox, release
 from .history import placeholder_text
@@ -112,8 +112,9 @@ def active_turn(ctx: Ctx, work_id: str) -> dict | None:
 def settle_turn(ctx: Ctx, item: dict, gen: int, turn: dict) -> None:
     """Bring every call and request of an interrupted turn to a known state, real results first."""
     work_id = item["work_id"]
-    lost = rows(ctx.db, "SELECT request_id FROM provider_requests WHERE turn_id=? AND status='dispatched'",
-                (turn["turn_id"],))
+    lost = [r for r in rows(ctx.db, "SELECT request_id FROM provider_requests WHERE turn_id=? AND status='dispatched'",
+                            (turn["turn_id"],))
+            if not reservations.is_unsent(ctx.udb, r["request_id"])]  # never sent: provider_step sends it or not
     if lost:
         with fenced(ctx.db, work_id, gen, "recovery.requests_lost"):
             for r in lost:

@@ -163,6 +163,19 @@ USAGE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE receipts ADD COLUMN quote_input_usd_per_mtok REAL;
     ALTER TABLE receipts ADD COLUMN quote_output_usd_per_mtok REAL;
     """,
+    # 4: budget reservations (impl/reservations.py), opened with the receipt, settled by its write
+    """
+    CREATE TABLE reservations (
+        reservation_id TEXT PRIMARY KEY, request_id TEXT NOT NULL UNIQUE, work_id TEXT NOT NULL, goal_id TEXT,
+        max_tokens INTEGER, state TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,
+        updated_at REAL NOT NULL);
+    """,
+    # 5: each work item's known spend, raised in its receipts' writes (impl/spend.py); rebuilt from the receipts
+    """
+    CREATE TABLE goal_spend (work_id TEXT PRIMARY KEY, spent_tokens_known INTEGER NOT NULL);
+    INSERT INTO goal_spend SELECT work_id, SUM(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0))
+        FROM receipts WHERE state IN ('known', 'partial') GROUP BY work_id;
+    """,
 )
 
 

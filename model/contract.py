@@ -594,7 +594,7 @@ CLAUSES: tuple[Clause, ...] = (
        "Streamed cumulative usage raises a watermark for the same attempt; cumulative snapshots are never summed.",
        "Streaming cumulative usage updates a watermark for the same attempt; do not sum cumulative snapshots.",
        points=("provider.response.midstream",)),
-    _c("USG-06", _S, _GOALS, "MLC", SEED_000, COST,
+    _c("USG-06", _S, _GOALS, "MH", SEED_000, COST,
        "Goal usage projections update only after the durable receipt write succeeds.",
        "Update Goal projections only after durable receipt writes succeed.", points=_USAGE),
     _c("USG-07", _S, _CHAT, "MCH", SEED_000, COST,
@@ -641,7 +641,7 @@ CLAUSES: tuple[Clause, ...] = (
        "bounds.",
        "Unknown tokens and unknown costs retain separate reservations; partial cumulative data records only lower "
        "bounds."),
-    _c("USG-19", _S, _CHAT, "MC", SEED_000, COST,
+    _c("USG-19", _S, _GOALS, "MH", SEED_000, COST,
        "An expired unstarted reservation never dispatches, and a started request is never released automatically.",
        "Expired unstarted reservations cannot dispatch; started requests are not automatically released."),
 
@@ -1068,10 +1068,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "kit's probes are local children, which a runtime rightly waits for (OWN-07), and the protocol has no "
         "operation that delivers an external receipt late. A real result never displaced once sent is judged as "
         "CTX-04.", observable=True),
-    "USG-19": NotJudged(
-        "Reservations exist only under a hard budget, and the chat-core protocol has no budget request "
-        "(budget_set is the Goal profile's) nor a snapshot of reservations, their expiry or release.",
-        observable=True),
     # --- approvals profile: what checks_approvals does not judge yet, and why
     "EFF-04": NotJudged(
         "Which writes a runtime counts as related to an unknown effect is its own determination; the kit's "
@@ -1106,10 +1102,6 @@ NOT_JUDGED: dict[str, NotJudged] = {
         "that also binds the transcript (as the reference's does) never lets happen; its visible consequence, a "
         "continuation sent for a version no longer current, is judged as GOAL-03, and an old acceptance never "
         "achieving a new revision as GOAL-02.", observable=True),
-    "USG-06": NotJudged(
-        "Goal usage projections are not in the snapshot (Budget.spent_tokens_known may be null, and the reference "
-        "derives spend from its receipts at every admission, so it keeps no projection that could run ahead); a "
-        "receipt written before its projection is judged for every attempt as USG-01 and FA-04.", observable=True),
     "USG-13": NotJudged(
         "Late usage reaches a paused Goal only as the response of a request in flight at the Pause, which the "
         "worker that sent it settles before it lets go; a timer that usage restarted is closed by that same worker "

@@ -69,5 +69,5 @@ def test_a_clause_the_kit_does_not_judge_says_why_and_the_list_stays_true():
         assert clause(clause_id) and len(nj.reason) > 40
     rows = {r["clause"]: r for r in coverage({})["clauses"]}
     assert rows["REC-07"]["observable"] is False and rows["REC-07"]["why_not_judged"]
-    assert rows["USG-09"]["observable"] is True and rows["USG-09"]["why_not_judged"]
+    assert rows["CTX-05"]["observable"] is True and rows["CTX-05"]["why_not_judged"]
     assert rows["OWN-02"]["why_not_judged"] is None
