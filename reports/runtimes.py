@@ -57,6 +57,9 @@ RUNTIMES: tuple[Runtime, ...] = (
     Runtime("langgraph", "langgraph", "python -m recoverykit_adapters.langgraph",
             "recoverykit chaos --adapter 'python -m recoverykit_adapters.langgraph' --scenarios chat_read_tool "
             "--kinds tree_kill --durable-writes", "adapters/recoverykit_adapters/langgraph/README.md"),
+    Runtime("dbos", "dbos", "python -m recoverykit_adapters.dbos",
+            "recoverykit chaos --adapter 'python -m recoverykit_adapters.dbos' --scenarios chat_unknown_write "
+            "--kinds tree_kill", "adapters/recoverykit_adapters/dbos/README.md"),
 )
 
 

@@ -55,3 +55,13 @@ def test_langgraph_run_exercised_the_durable_writes_and_every_invalid_clause_is_
     for clause, verdict in results["clauses"].items():
         if verdict == "invalid":
             assert re.search(rf"\b{re.escape(clause)}\b", section), f"{clause} is invalid but not triaged"
+
+
+def test_every_invalid_dbos_clause_is_triaged_in_its_readme():
+    runtime = runtimes.named("dbos")
+    results = runtime.load()
+    triage = (ROOT / runtime.triage).read_text(encoding="utf-8")
+    invalid = [clause for clause, verdict in results["clauses"].items() if verdict == "invalid"]
+    assert invalid, "the stored DBOS run is expected to carry its findings"
+    for clause in invalid:
+        assert re.search(rf"\b{re.escape(clause)}\b", triage), f"{clause} is invalid but not triaged"

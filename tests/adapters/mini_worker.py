@@ -143,7 +143,8 @@ class Worker:
             # queued since then go with the retry, so an input acknowledged while the step was under way is not
             # left behind by the old turn's recovery (CTL-05; each still gets its own turn after)
             later = rows(self.db, "SELECT messages FROM work WHERE session_id=? AND created>? AND desired='run' AND "
-                                  "status IN ('queued','running') ORDER BY created", (item["session_id"], item["created"]))
+                                  "status IN ('queued','running') ORDER BY created",
+                         (item["session_id"], item["created"]))
             messages = [*messages, *(json.loads(r["messages"])[0] for r in later)]
         request_id = f"{work_id}-r{len(rows(self.db, 'SELECT 1 FROM receipts WHERE work_id=?', (work_id,))) + 1}"
         with tx(self.db):
