@@ -82,6 +82,9 @@ class CaseEnv:
         self._pending: list[tuple[Any, PendingCall, threading.Thread]] = []
         self._auto = threading.Event()  # set: the auto-release loop also releases failpoint pauses
         self._closing = threading.Event()
+        # set by a restart kick (``Chaos.restart_kick``) once what it does while the case's point is held has been
+        # answered (#19759: the click made while the settlement is held); the case's restart waits for it, bounded
+        self.kick_ready = threading.Event()
         self._auto_thread: threading.Thread | None = None
         self.reaped: list[int] = []
         self.left: list[int] = []

@@ -72,6 +72,8 @@ def _pause_at(point: str, hit: int) -> str:
     return f"{point}={hit - 1}*off->1*pause" if hit > 1 else f"{point}=1*pause"
 
 
+KICK_READY_S = 5.0  # how long a restart-kick case waits for the kick's action while held before its kill
+
 def kick(env: CaseEnv, start: Any) -> None:
     """Run a scenario's own start (``Chaos.kick``) in a thread the case waits for like a pending submit."""
     thread = threading.Thread(target=start, args=(env,), daemon=True, name="chaos-kick")
@@ -206,6 +208,8 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             acked = [d.value["work_id"] for i, d in env.recorder.history.completions()
                      if i.f in ("submit", "goal_create") and d is not None and d.type == "ok"]
             _during(env, scenario.during, acked, case.scenario)
+        if late and scenario.chaos.restart_kick is not None:
+            env.kick_ready.wait(KICK_READY_S)  # the kick's action while held first, so the kill finds it made
         outcome = restarts.perform(env, case, scenario.double_start)
         result["second_reached"] = outcome.second_reached
         result["killed"] = outcome.killed

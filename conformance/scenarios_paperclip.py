@@ -366,6 +366,7 @@ def chaos_restart_19759(env: Any, spec: str) -> None:
         # a click held by the paused runtime is cut by the case's kill: the same key is sent again once the runtime
         # is back (the same click, RTY-04: it creates the run if the first never landed, else attaches to it)
         cut = _env_click(env, made.task_id, "kc-s1", failed, timeout_s=4.0) is None
+        env.kick_ready.set()  # the click made while the settlement is held: the case may kill now
         for _ in range(5):  # sent while the runtime is still down, it is refused (not running): send it again
             if not cut or _env_wait(env, made.task_id, {"retry_offered", "retry_scheduled", "working", "succeeded"},
                                     timeout_s=WAIT_S) is None:
@@ -375,3 +376,5 @@ def chaos_restart_19759(env: Any, spec: str) -> None:
         _env_wait(env, made.task_id, {"succeeded", "retry_offered"}, timeout_s=WAIT_S)
     except Exception:
         return
+    finally:
+        env.kick_ready.set()  # never leave the case waiting for a kick that stopped early
