@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from recoverykit.adapter import Adapter, Refused, Supervisor, identity, observe
+from recoverykit.adapter import DURABLE_WRITE_POINTS, Adapter, Refused, Supervisor, identity, observe
 
 from . import app
 from .hooks import FAILPOINTS
@@ -61,7 +61,7 @@ def decode(text: str | None) -> Any:
 
 class DBOSAdapter(Adapter):
     name, version, protocol_version = "dbos-sqlite", "3.4", "1.4"
-    failpoints = FAILPOINTS
+    failpoints = [*FAILPOINTS, *DURABLE_WRITE_POINTS]  # SQLite commits of the system database (chaos --durable-writes)
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
     observes = ["work_items", "usage_receipts", "leases"]
 
