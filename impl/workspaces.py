@@ -15,6 +15,7 @@ configuration, so the kit can read the result with ``git worktree list`` itself.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -44,10 +45,16 @@ def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def _seeded_repo(path: Path, seed_text: str) -> None:
     """A git repository at ``path`` holding one commit of the seed files (idempotent: kept if already there)."""
     path.mkdir(parents=True, exist_ok=True)
-    if (path / ".git").exists() and git("rev-parse", "HEAD", cwd=path).returncode == 0:
-        return
-    for step in (("init", "-q"), ):
-        git(*step, cwd=path)
+    if (path / ".git").exists():
+        if git("rev-parse", "HEAD", cwd=path).returncode == 0:
+            return
+        # a repository a crash cut short (init or seed not finished): nothing was committed in it yet, so it is
+        # made again, never used half-made (a restart during preparation must not fail the re-preparation)
+        shutil.rmtree(path / ".git")
+    made = git("init", "-q", cwd=path)
+    if made.returncode != 0:
+        raise PrepareFailed("workspace_validation_failed", f"cannot create a repository in {path}: "
+                                                           f"{made.stderr.strip()}")
     (path / "TASK.md").write_text(seed_text)
     git("add", "TASK.md", cwd=path)
     done = git("commit", "-q", "-m", "seed", cwd=path)
