@@ -206,6 +206,27 @@ def check_completed_stays_closed(ev: Evidence) -> list[ClauseResult]:
             if stray:
                 problems.append(f"task {task_id}, completed, sent the provider {len(stray)} request(s) after a "
                                 f"restart with no click on it")
+    # a task whose current run the runtime itself shows succeeded is completed too, also when a restart finalized it
+    # (an accepted result handed to its finalizer at start) and no observation caught the task succeeded before the
+    # same start's sweep reopened it: after a restart, it is never shown open with no click since its run appeared
+    first_restart = min((f.index for f in faults), default=None)
+    appeared: dict[str, int] = {}
+    for obs in observations:
+        runs = {r["run_id"]: r for r in _rows(obs, "runs")}
+        for run_id in runs:
+            appeared.setdefault(run_id, obs.index)
+        if first_restart is None or obs.index < first_restart:
+            continue
+        for t in _rows(obs, "tasks"):
+            run = runs.get(t.get("current_run"))
+            if run is None or run.get("status") != "succeeded" or t["task_id"] in done:
+                continue
+            if any(w == t["task_id"] and appeared[run["run_id"]] < i < obs.index for i, _, w in clicks):
+                continue  # a click since the run appeared may reopen it
+            judged += 1
+            if t["status"] != "succeeded":
+                problems.append(f"task {t['task_id']} shows {t['status']} though its current run {run['run_id']} "
+                                f"succeeded (observation {obs.index}, after a restart) with no click since")
     return _judgement("RTY-35", problems, judged, "no completed task went through a restart",
                       f"{judged} completed task(s) stayed closed across restarts")
 
