@@ -9,13 +9,9 @@ with nothing committed yet is made again instead.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
-import pytest
 from recoverykit.impl import workspaces
-
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
 def test_a_repository_a_crash_left_half_made_is_made_again(tmp_path):
