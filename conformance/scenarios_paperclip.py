@@ -52,14 +52,36 @@ def task_of(snapshot: dict[str, Any], task_id: str | None) -> dict[str, Any] | N
     return next((t for t in snapshot.get("tasks") or [] if t["task_id"] == task_id), None)
 
 
-def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: float = WAIT_S) -> dict[str, Any] | None:
-    """Observe until the task is in one of ``statuses``; the last snapshot's task (None if never)."""
+def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: float = WAIT_S,
+              stop: Any = None) -> dict[str, Any] | None:
+    """Observe until the task is in one of ``statuses``; the last snapshot's task (None if never).
+
+    The wait ends early, with the task as it is, once waiting longer can change nothing the checks judge: the task
+    has shown a working state for ``STUCK_S`` with its current run ended and no retry scheduled (seed 001 forbids
+    that state; RTY-01 judges it, and nothing is left to move it on), or ``stop()`` (a drive's own evidence that
+    the runtime already went its own way) is true. A mutant runtime then costs seconds, not the whole timeout."""
     deadline = time.monotonic() + timeout_s
+    stuck_since: float | None = None
     while True:
-        task = task_of(run.observe(), task_id)
-        if (task is not None and task["status"] in statuses) or time.monotonic() >= deadline:
+        snap = run.observe()
+        task = task_of(snap, task_id)
+        now = time.monotonic()
+        if (task is not None and task["status"] in statuses) or now >= deadline or (stop is not None and stop()):
+            return task
+        stuck_since = (stuck_since or now) if _working_with_nothing_running(snap, task) else None
+        if stuck_since is not None and now - stuck_since >= STUCK_S:
             return task
         time.sleep(0.05)
+
+
+STUCK_S = 4.0  # how long a task may show a working state over an ended run before the drive stops waiting for it
+
+
+def _working_with_nothing_running(snap: dict[str, Any], task: dict[str, Any] | None) -> bool:
+    if task is None or task["status"] != "working" or _scheduled(snap, task["task_id"]):
+        return False
+    current = next((r for r in snap.get("runs") or [] if r["run_id"] == task.get("current_run")), None)
+    return current is not None and current["status"] in ("succeeded", "failed", "cancelled")
 
 
 def wait_run(run: Run, run_id: str, statuses: set[str], timeout_s: float = WAIT_S) -> None:
@@ -96,8 +118,12 @@ def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
     if release:
         run.provider.auto_release()
     run.start(failpoints=failpoints)
-    for task_id, _ in made:  # (succeeded: a runtime that went on without a Retry; RTY-34 judges it)
-        wait_task(run, task_id, {"retry_offered", "retry_scheduled", "succeeded"})
+    # (succeeded, or a run held at bootstrap before any click: a runtime that went on without a Retry, which
+    # RTY-34 and RTY-39 judge; waiting longer shows nothing more)
+    went_on = None if run.broker is None else (
+        lambda: any(h.point == "bootstrap.before_dispatch" for h in run.broker.held()))
+    for task_id, _ in made:
+        wait_task(run, task_id, {"retry_offered", "retry_scheduled", "succeeded"}, stop=went_on)
     return made
 
 
@@ -221,13 +247,21 @@ def _scheduled(snap: dict[str, Any], task_id: str | None) -> set[tuple[int, int,
             if e["task_id"] == task_id and e["state"] == "scheduled"}
 
 
-def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: float = WAIT_S) -> None:
-    """Observe until the task has a scheduled retry it did not have before, or offers Retry."""
+def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: float = WAIT_S,
+                     stop: Any = None) -> None:
+    """Observe until the task has a scheduled retry it did not have before, or offers Retry (or, as in
+    ``wait_task``, waiting longer can show nothing more)."""
     deadline = time.monotonic() + timeout_s
+    stuck_since: float | None = None
     while time.monotonic() < deadline:
         snap = run.observe()
-        if (task_of(snap, task_id) or {}).get("status") == "retry_offered" or _scheduled(snap, task_id) - before:
+        task = task_of(snap, task_id)
+        if (task or {}).get("status") == "retry_offered" or _scheduled(snap, task_id) - before or (stop and stop()):
             return
+        now = time.monotonic()
+        stuck_since = (stuck_since or now) if _working_with_nothing_running(snap, task) else None
+        if stuck_since is not None and now - stuck_since >= STUCK_S:
+            return  # (as in wait_task)
         time.sleep(0.05)
 
 
@@ -242,15 +276,19 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
     run.start()
     before = _scheduled(run.observe(), task_id)
+    # a run held at its finalization before the click below: one the runtime started by itself and the provider
+    # answered (every scheduled run gets a 503), so waiting longer shows nothing more
+    finalizing = None if run.broker is None else (
+        lambda: any(h.point == "run.finalize.before" for h in run.broker.held()))
     for n, jump in enumerate(SCHEDULE_JUMPS_S):  # the kit's clock moves; the runtime reads it at its next start
         before_limited = _scheduled(run.observe(), limited)
         run.clock_jump(jump)
         run.kill("tree_kill")
         run.start(failpoints=FINALIZE_PAUSE if n == len(SCHEDULE_JUMPS_S) - 1 else None)  # (armed for the click)
-        wait_rescheduled(run, task_id, before)
-        wait_rescheduled(run, limited, before_limited)  # its fired retry ends before the next kill, not cut by it
+        wait_rescheduled(run, task_id, before, stop=finalizing)
+        wait_rescheduled(run, limited, before_limited, stop=finalizing)  # its fired retry ends before the next kill
         before = _scheduled(run.observe(), task_id)
-    task = wait_task(run, task_id, {"retry_offered"})
+    task = wait_task(run, task_id, {"retry_offered"}, stop=finalizing)
     click = retry(run, task_id, "kps-1", (task or {}).get("current_run"))  # a new deliberate click after exhaustion
     if click.ok and click.reply.run_id:
         # its run's result is accepted and held before its finalization: a restart there; the restarted runtime
