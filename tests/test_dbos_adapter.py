@@ -1,15 +1,14 @@
 """The DBOS adapter (adapters/recoverykit_adapters/dbos), with the [dbos] extra installed: certify ends in a
 verdict, and its findings reproduce without the kit.
 
-Kept within CI's budget: a DBOS worker's start (imports, SQLite migrations, launch) costs seconds, so the default
-run is one short certify scenario (which starts the worker as ``protocol ping --start`` would, and judges FA-15
-from the kit's witness log, the finding ``repro_fa15_step_rerun.py`` shows) and the two cheapest reproductions.
-``RECOVERYKIT_DBOS_ALL=1`` adds the ping and the FA-15 reproduction."""
+Kept within CI's budget: a DBOS worker's start (imports, SQLite migrations, launch) costs seconds, so the run is
+one short certify scenario (which starts the worker as ``protocol ping --start`` would, so no ping of its own, and
+judges FA-15 from the kit's witness log) and the three reproductions (about 4 s each), run every time: a test kept
+behind a switch that CI never sets proves nothing."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,20 +20,11 @@ pytest.importorskip("dbos", reason="the [dbos] extra is not installed")
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTER = f"{sys.executable} -m recoverykit_adapters.dbos"
 HERE = ROOT / "adapters" / "recoverykit_adapters" / "dbos"
-ALL = pytest.mark.skipif(not os.environ.get("RECOVERYKIT_DBOS_ALL"), reason="set RECOVERYKIT_DBOS_ALL=1 (covered "
-                         "by the certify test in the default run)")
 
 
 def _kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "recoverykit", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
-
-
-@ALL
-def test_the_dbos_adapter_pings_with_its_worker_started(tmp_path):
-    result = _kit("protocol", "ping", "--start", "--adapter", ADAPTER, "--timeout", "120", "--out", str(tmp_path))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "started: 1 runtime process(es) listed, all alive" in result.stdout
 
 
 def test_certify_ends_in_a_verdict_and_finds_the_rerun_step(tmp_path):
@@ -47,8 +37,8 @@ def test_certify_ends_in_a_verdict_and_finds_the_rerun_step(tmp_path):
     assert doc["clauses"]["RI-02"]["verdict"] == "valid"  # DBOS.launch() recovers the killed workflow
 
 
-@pytest.mark.parametrize("script", [pytest.param("repro_fa15_step_rerun.py", marks=ALL),
-                                    "repro_cancel_drops_inflight_step.py", "repro_ctx08_queue_order.py"])
+@pytest.mark.parametrize("script", ["repro_fa15_step_rerun.py", "repro_cancel_drops_inflight_step.py",
+                                    "repro_ctx08_queue_order.py"])
 def test_each_true_finding_reproduces_without_the_kit(script, tmp_path):
     result = subprocess.run([sys.executable, str(HERE / script)], capture_output=True, text=True, timeout=120,
                             env={"REPRO_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
