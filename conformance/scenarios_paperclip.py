@@ -58,7 +58,8 @@ def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: floa
 
     The wait ends early, with the task as it is, once waiting longer can change nothing the checks judge: the task
     has shown a working state for ``STUCK_S`` with its current run ended and no retry scheduled (seed 001 forbids
-    that state; RTY-01 judges it, and nothing is left to move it on), or ``stop()`` (a drive's own evidence that
+    that state; RTY-01 judges it, and nothing is left to move it on), its scheduled retry is due only after the wait
+    would end, or ``stop()`` (a drive's own evidence that
     the runtime already went its own way) is true. A mutant runtime then costs seconds, not the whole timeout."""
     deadline = time.monotonic() + timeout_s
     stuck_since: float | None = None
@@ -71,10 +72,22 @@ def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: floa
         stuck_since = (stuck_since or now) if _working_with_nothing_running(snap, task) else None
         if stuck_since is not None and now - stuck_since >= STUCK_S:
             return task
+        if _due_after(run, snap, task, deadline - now):
+            return task
         time.sleep(0.05)
 
 
 STUCK_S = 4.0  # how long a task may show a working state over an ended run before the drive stops waiting for it
+
+
+def _due_after(run: Run, snap: dict[str, Any], task: dict[str, Any] | None, left_s: float) -> bool:
+    """The task waits for a scheduled retry that is due (on the runtime's clock: now plus the kit's offset) only
+    after the wait would end: nothing moves it before then, since the kit's clock moves only when the drive says."""
+    if task is None or task["status"] != "retry_scheduled":
+        return False
+    due = [e["due_at"] for e in snap.get("retry_schedule") or []
+           if e["task_id"] == task["task_id"] and e["state"] == "scheduled"]
+    return bool(due) and min(due) > time.time() + run.clock_offset_s + left_s + 1.0
 
 
 def _working_with_nothing_running(snap: dict[str, Any], task: dict[str, Any] | None) -> bool:

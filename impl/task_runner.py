@@ -93,14 +93,28 @@ def next_due_in(cfg: Config) -> float | None:
     return None if row is None or row["t"] is None else max(0.0, row["t"] - now()) + 0.01
 
 
+def start_up(cfg: Config) -> None:
+    """The start-up rescan, before the worker says it is ready: a runtime that answers ``start`` (and then
+    ``quiesce``) while its start-up maintenance is still to run lets a reader see the state before that
+    maintenance. A failure here is left to ``step``, which rescans until it succeeds."""
+    if str(cfg.path) in _RESCANNED or not (cfg.path / "tasks.db").exists():
+        return
+    try:
+        rescan(_db(cfg))
+    except Exception:  # (storage faults: the worker's loop retries and reports them)
+        log.exception("start-up rescan failed; the worker's loop retries it")
+        return
+    _RESCANNED.add(str(cfg.path))
+
+
 def step(cfg: Config, me: Identity) -> bool:
     """One unit of task work; False when there was none."""
     if not (cfg.path / "tasks.db").exists():
         return False
     db = _db(cfg)
     if str(cfg.path) not in _RESCANNED:
-        _RESCANNED.add(str(cfg.path))
         rescan(db)
+        _RESCANNED.add(str(cfg.path))
     if fire_due(db) or resettle_orphans(db, me):
         return True
     claimed = claim(db, me)

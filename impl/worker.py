@@ -63,6 +63,7 @@ class Worker:
     def run(self) -> None:
         recovery.load_facts(self.ctx)
         self._project()
+        task_runner.start_up(self.cfg)  # (before ready: start's answer means start-up maintenance is done)
         (self.cfg.run_dir / f"ready-{os.getpid()}").write_text(str(os.getpid()))
         failing = False
         while not self.stop:

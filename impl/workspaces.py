@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from .db import Database
-from .store import now, one
+from .store import now, one, process_alive
 
 ISOLATED = "isolated-workspace-attempts"
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "runtime",
@@ -42,24 +42,52 @@ def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def _seeded_repo(path: Path, seed_text: str) -> None:
-    """A git repository at ``path`` holding one commit of the seed files (idempotent: kept if already there)."""
+SCRATCH = ".seeding"  # under the data dir: repositories being made, and half-made ones set aside
+
+
+def _seeded_repo(path: Path, seed_text: str, scratch: Path) -> None:
+    """A git repository at ``path`` holding one commit of the seed files (idempotent: kept if already there).
+
+    The repository is made in a private directory under ``scratch`` (outside every tree a reader of workspaces
+    looks at); its seed file, then its ``.git`` (the commit point), are renamed into ``path``, so no crash leaves a
+    half-made repository there and nothing else in ``path`` is touched. A half-made ``.git`` an older version (or
+    a crash in the old way) left has nothing committed: it is renamed aside before it is removed, since a ``git``
+    child of a killed worker may still be writing in it (a worker kill spares its children; chaos found an
+    ``rmtree`` racing such a child's ``config.lock``)."""
+    if (path / ".git").exists() and git("rev-parse", "HEAD", cwd=path).returncode == 0:
+        return
     path.mkdir(parents=True, exist_ok=True)
-    if (path / ".git").exists():
-        if git("rev-parse", "HEAD", cwd=path).returncode == 0:
-            return
-        # a repository a crash cut short (init or seed not finished): nothing was committed in it yet, so it is
-        # made again, never used half-made (a restart during preparation must not fail the re-preparation)
-        shutil.rmtree(path / ".git")
-    made = git("init", "-q", cwd=path)
-    if made.returncode != 0:
-        raise PrepareFailed("workspace_validation_failed", f"cannot create a repository in {path}: "
-                                                           f"{made.stderr.strip()}")
-    (path / "TASK.md").write_text(seed_text)
-    git("add", "TASK.md", cwd=path)
-    done = git("commit", "-q", "-m", "seed", cwd=path)
-    if done.returncode != 0:
-        raise PrepareFailed("workspace_validation_failed", f"cannot seed {path}: {done.stderr.strip()}")
+    scratch.mkdir(parents=True, exist_ok=True)
+    _sweep(scratch)
+    tag = f"{os.getpid()}-{os.urandom(4).hex()}"
+    fresh = scratch / f"{tag}-seed"
+    fresh.mkdir()
+    try:
+        made = git("init", "-q", cwd=fresh)
+        if made.returncode != 0:
+            raise PrepareFailed("workspace_validation_failed", f"cannot create a repository in {path}: "
+                                                               f"{made.stderr.strip()}")
+        (fresh / "TASK.md").write_text(seed_text)
+        git("add", "TASK.md", cwd=fresh)
+        done = git("commit", "-q", "-m", "seed", cwd=fresh)
+        if done.returncode != 0:
+            raise PrepareFailed("workspace_validation_failed", f"cannot seed {path}: {done.stderr.strip()}")
+        if (path / ".git").exists():
+            aside = scratch / f"{tag}-half-made"
+            os.rename(path / ".git", aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        os.replace(fresh / "TASK.md", path / "TASK.md")
+        os.rename(fresh / ".git", path / ".git")
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+
+
+def _sweep(scratch: Path) -> None:
+    """Remove what processes that are gone left in ``scratch`` (a crash in the middle of a seeding)."""
+    for entry in scratch.iterdir():
+        pid = entry.name.split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid), None):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def git_readable(path: Path) -> bool:
@@ -123,7 +151,7 @@ def prepare(db: Database, data: Path, task: dict, run: dict, company: str) -> tu
     if prior is None:  # the task's first run
         if task["project"]:
             checkout = f"projects/{task['project']}"
-            _seeded_repo(data / checkout, f"project {task['project']}\n")
+            _seeded_repo(data / checkout, f"project {task['project']}\n", data / SCRATCH)
             path = f"worktrees/{company}/{task['task_id']}"
             add_worktree(data, checkout, path)
             bind(db, run, checkout, "project_checkout", owner=None, base=None)
@@ -139,6 +167,6 @@ def prepare(db: Database, data: Path, task: dict, run: dict, company: str) -> tu
         db.execute("UPDATE runs SET workspace=? WHERE run_id=?", (reuse, run["run_id"]))
         return reuse, ws["strategy"]
     path = f"{ISOLATED}/{company}/{task['task_id']}/{run['run_id']}"  # a fresh isolated attempt
-    _seeded_repo(data / path, f"task {task['task_id']}, attempt {run['run_id']}\n")
+    _seeded_repo(data / path, f"task {task['task_id']}, attempt {run['run_id']}\n", data / SCRATCH)
     bind(db, run, path, "task_directory", owner=task["task_id"], base=None)
     return path, "task_directory"
