@@ -44,7 +44,6 @@ from recoverykit.conformance.provider_script import ProviderScript
 from recoverykit.conformance.reaper import new_marker
 from recoverykit.conformance.witness import read_witness
 
-IDENTITY_TOLERANCE_S = 0.05
 RUN_MODEL = "rk-model-1"  # the model every run's runtime is told to use (init.model)
 MAX_DATA_DIR = 48  # bytes; leaves a runtime room for socket names under it
 

@@ -28,7 +28,36 @@ _PROC = "/proc"
 
 @functools.lru_cache(maxsize=1)
 def _clock() -> tuple[float, int]:
+    """This kit process's one boot time (read once) and the clock tick: every start time the kit computes itself
+    uses this base, so its own records agree with each other even if the wall clock steps meanwhile."""
     return psutil.boot_time(), os.sysconf("SC_CLK_TCK")
+
+
+def create_time(pid: int) -> float | None:
+    """The start time of a live pid on the kit's fixed base (``_clock``), or None if it is gone."""
+    st = proc_stat(pid)
+    return None if st is None else st[2]
+
+
+def since_boot(started: float) -> float:
+    """A start time on the kit's base as seconds since boot: the same in every kit process, whatever the clock."""
+    return started - _clock()[0]
+
+
+def same_start(recorded: float | None, actual: float) -> bool:
+    """Whether a recorded create_time names the process whose start time (on the kit's base) is ``actual``.
+
+    A process's start is fixed in clock ticks since boot, but a create_time is that plus the boot time, which the
+    system derives from the wall clock: a clock step (NTP, a virtual machine paused or forked, as on the machines
+    CI runs on) moves every create_time computed after it. The kit computes its own with one boot time; a value
+    another process computed (an adapter's ``processes``, a probe's witness record) may rest on the boot time
+    before or after a step, so it matches if it agrees on either base. Without this, a step made every process
+    look recycled: kills were skipped as "already gone" and waits ran into their timeouts (CI at 5e65cfa)."""
+    if recorded is None:
+        return False
+    if abs(recorded - actual) <= IDENTITY_TOLERANCE_S:
+        return True  # the same base (the common case: no step, or a record the kit made itself)
+    return abs(recorded - (actual - _clock()[0] + psutil.boot_time())) <= IDENTITY_TOLERANCE_S  # the current base
 
 
 def proc_stat(pid: int) -> tuple[str, int, float] | None:
@@ -68,17 +97,16 @@ class ProcRef:
         pid = target.pid if hasattr(target, "pid") else target
         if not isinstance(pid, int):
             raise InvalidArgument(f"a process is named by a pid, a ProcRef or a psutil.Process, got {target!r}")
-        try:
-            return cls(pid, psutil.Process(pid).create_time())
-        except psutil.NoSuchProcess:
-            return cls(pid, -1.0)  # already gone: it can never match a live process
+        started = create_time(pid)
+        return cls(pid, -1.0 if started is None else started)  # -1: already gone, it can never match a live one
 
     def process(self) -> psutil.Process | None:
         """The live process with this identity, or None if it is gone, a zombie, or the pid was reused."""
         try:
-            proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) > IDENTITY_TOLERANCE_S:
+            started = create_time(self.pid)
+            if started is None or not same_start(self.create_time, started):
                 return None
+            proc = psutil.Process(self.pid)
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None  # dead; reaping is the parent's business (a Popen must see its own exit)
             return proc
@@ -89,7 +117,7 @@ class ProcRef:
         st = proc_stat(self.pid)
         if st is None or st[0] == psutil.STATUS_ZOMBIE:
             return False
-        return abs(st[2] - self.create_time) <= IDENTITY_TOLERANCE_S
+        return same_start(self.create_time, st[2])
 
 
 @dataclass
@@ -182,8 +210,9 @@ def descendants(root: ProcRef) -> list[ProcRef]:
     out = []
     with contextlib.suppress(psutil.NoSuchProcess):
         for child in proc.children(recursive=True):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                out.append(ProcRef(child.pid, child.create_time()))
+            started = create_time(child.pid)
+            if started is not None:
+                out.append(ProcRef(child.pid, started))
     return out
 
 

@@ -18,11 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 from recoverykit.conformance import client_process
 from recoverykit.conformance.client import AdapterClient
-from recoverykit.conformance.environment import IDENTITY_TOLERANCE_S
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
+from recoverykit.conformance.killer import ProcRef
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES
 from recoverykit.conformance.provider import ScriptedProvider
@@ -134,12 +133,7 @@ def _start(client: AdapterClient, run_dir: Path, result: PingResult) -> bool:
 
 
 def _alive(pid: int, create_time: float) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        return (abs(proc.create_time() - create_time) < IDENTITY_TOLERANCE_S
-                and proc.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
+    return ProcRef(pid, create_time).alive()  # (alive across a clock step too: killer.same_start)
 
 
 def _last_line(log: Path) -> str:

@@ -24,10 +24,9 @@ from typing import Any
 import psutil
 from recoverykit.conformance import proc_markers
 from recoverykit.conformance.errors import RefusedProcess
-from recoverykit.conformance.killer import proc_stat
+from recoverykit.conformance.killer import proc_stat, same_start
 
 MARKER_ENV = "RECOVERYKIT_RUN_MARKER"
-IDENTITY_TOLERANCE_S = 0.05  # create_time comes from clock ticks (10 ms): recomputations agree well within this
 
 
 def protected() -> frozenset[int]:
@@ -94,7 +93,7 @@ def vet(listed: Iterable[Any], marker: str, *, adapter_pid: int | None = None) -
         status, _, actual = st
         if status == psutil.STATUS_ZOMBIE:
             continue  # already dead; only its parent's wait is missing
-        if listed_ct is not None and abs(actual - float(listed_ct)) > IDENTITY_TOLERANCE_S:
+        if listed_ct is not None and not same_start(float(listed_ct), actual):
             raise _refuse(pid, f"it was listed with create_time {listed_ct} but the process with that pid started "
                                f"at {actual:.3f} (a reused pid, or not the process meant)")
         if not of_run(pid, marker, guard):

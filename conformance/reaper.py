@@ -7,12 +7,12 @@ what it finds. A marker names its owner (the kit process's pid and start time), 
 itself was SIGKILLed, the next run's ``reap_stale()`` finds markers whose owner is dead and reaps
 them, while the markers of other live kits (parallel test workers) are left alone.
 
-Marker format: ``recoverykit-<owner pid>-<owner create_time in ms>-<8 hex>``.
+Marker format: ``recoverykit-<owner pid>-<owner start in ms since boot>-<8 hex>`` (since boot, not a create_time:
+a wall-clock step must never make a live owner look gone).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import uuid
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 
 import psutil
 from recoverykit.conformance import proc_markers
-from recoverykit.conformance.killer import KillReport, ProcRef, kill_all
+from recoverykit.conformance.killer import KillReport, ProcRef, create_time, kill_all, proc_stat, since_boot
 from recoverykit.model.errors import InvalidArgument
 
 ENV_RUN_MARKER = "RECOVERYKIT_RUN_MARKER"
@@ -29,10 +29,16 @@ _MARKER_RE = re.compile(r"recoverykit-(\d+)-(\d+)-([0-9a-f]{8})")
 STALE_PASSES = 4  # chaos command -> xdist workers -> case processes: two kills deep, then one pass finding nothing
 
 
+def _started_ms(pid: int) -> int | None:
+    """A process's start in milliseconds since boot: fixed for its life, whatever the wall clock does (a
+    create_time moves with every clock step, and a reaper that misread its owner as gone would reap a live run)."""
+    started = create_time(pid)
+    return None if started is None else round(since_boot(started) * 1000)
+
+
 def new_marker() -> str:
     """A fresh marker owned by this process."""
-    me = psutil.Process()
-    return f"{MARKER_PREFIX}{me.pid}-{round(me.create_time() * 1000)}-{uuid.uuid4().hex[:8]}"
+    return f"{MARKER_PREFIX}{os.getpid()}-{_started_ms(os.getpid())}-{uuid.uuid4().hex[:8]}"
 
 
 def marked_env(marker: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -48,13 +54,12 @@ def owner_alive(marker: str) -> bool:
     if match is None:
         return True  # not ours to judge: never reap what we cannot attribute
     pid, created_ms = int(match.group(1)), int(match.group(2))
-    try:
-        owner = psutil.Process(pid)
-        # a zombie owner has ended (its parent has not collected it yet: e.g. an xdist worker just killed by
-        # reap_stale itself), so the processes it marked are stale
-        return abs(owner.create_time() * 1000 - created_ms) < 50 and owner.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    # a zombie owner has ended (its parent has not collected it yet: e.g. an xdist worker just killed by
+    # reap_stale itself), so the processes it marked are stale
+    st = proc_stat(pid)
+    if st is None or st[0] == psutil.STATUS_ZOMBIE:
         return False
+    return abs(since_boot(st[2]) * 1000 - created_ms) < 50
 
 
 def _marked() -> dict[str, list[ProcRef]]:
@@ -65,10 +70,9 @@ def _marked() -> dict[str, list[ProcRef]]:
     for pid, marker in proc_markers.values(ENV_RUN_MARKER).items():
         if pid in protected or not marker:
             continue
-        with contextlib.suppress(psutil.Error, OSError):
-            proc = psutil.Process(pid)
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.setdefault(marker, []).append(ProcRef(pid, proc.create_time()))
+        st = proc_stat(pid)
+        if st is not None and st[0] != psutil.STATUS_ZOMBIE:
+            found.setdefault(marker, []).append(ProcRef(pid, st[2]))
     return found
 
 
@@ -117,8 +121,8 @@ def reap_stale(timeout: float = 5.0, only: Iterable[str] | None = None, passes: 
 
 def owned_prefix(pid: int | None = None) -> str:
     """The start of every marker made by process ``pid`` (default: this one)."""
-    proc = psutil.Process(pid)
-    return f"{MARKER_PREFIX}{proc.pid}-{round(proc.create_time() * 1000)}-"
+    pid = os.getpid() if pid is None else pid
+    return f"{MARKER_PREFIX}{pid}-{_started_ms(pid)}-"
 
 
 def reap_owned(timeout: float = 5.0) -> KillReport:

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
+from recoverykit.conformance.killer import ProcRef
 from recoverykit.conformance.provider_ledger import read_jsonl
 from recoverykit.model.errors import RecoveryKitError
 
@@ -46,11 +46,7 @@ class Execution:
 
     def alive(self) -> bool:
         """Is this very process (pid and start time) still running?"""
-        try:
-            proc = psutil.Process(self.pid)
-            return abs(proc.create_time() - self.create_time) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return False
+        return ProcRef(self.pid, self.create_time).alive()  # (across a clock step too: killer.same_start)
 
 
 @dataclass(frozen=True)

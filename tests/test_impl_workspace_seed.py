@@ -49,7 +49,7 @@ def test_a_half_made_repository_a_live_git_child_still_writes_in_is_made_again(t
             (repo / ".git" / "objects" / f"o{i}").write_text("x")
         stop = threading.Event()
 
-        def child(git_dir=repo / ".git"):  # the orphan: a lock file made and dropped, over and over
+        def child(git_dir=repo / ".git", stop=stop):  # the orphan: a lock file made and dropped, over and over
             while not stop.is_set():
                 try:
                     (git_dir / "config.lock").write_text("[core]\n")
