@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from recoverykit.conformance import disk
@@ -53,31 +54,49 @@ def task_of(snapshot: dict[str, Any], task_id: str | None) -> dict[str, Any] | N
 
 
 def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: float = WAIT_S,
-              stop: Any = None) -> dict[str, Any] | None:
+              stop: Callable[[], bool] | None = None) -> dict[str, Any] | None:
     """Observe until the task is in one of ``statuses``; the last snapshot's task (None if never).
 
     The wait ends early, with the task as it is, once waiting longer can change nothing the checks judge: the task
     has shown a working state for ``STUCK_S`` with its current run ended and no retry scheduled (seed 001 forbids
     that state; RTY-01 judges it, and nothing is left to move it on), its scheduled retry is due only after the wait
-    would end, or ``stop()`` (a drive's own evidence that
-    the runtime already went its own way) is true. A mutant runtime then costs seconds, not the whole timeout."""
+    would end, or ``stop()`` (a drive's own evidence that the runtime already went its own way) is true. A mutant
+    runtime then costs seconds, not the whole timeout."""
     deadline = time.monotonic() + timeout_s
-    stuck_since: float | None = None
+    stuck = _Stuck()
     while True:
         snap = run.observe()
         task = task_of(snap, task_id)
         now = time.monotonic()
         if (task is not None and task["status"] in statuses) or now >= deadline or (stop is not None and stop()):
             return task
-        stuck_since = (stuck_since or now) if _working_with_nothing_running(snap, task) else None
-        if stuck_since is not None and now - stuck_since >= STUCK_S:
-            return task
-        if _due_after(run, snap, task, deadline - now):
+        if stuck.over(snap, task) or _due_after(run, snap, task, deadline - now):
             return task
         time.sleep(0.05)
 
 
 STUCK_S = 4.0  # how long a task may show a working state over an ended run before the drive stops waiting for it
+
+
+class _Stuck:
+    """How long, across one wait's polls, a task has shown a working state over an ended run with nothing scheduled."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def over(self, snap: dict[str, Any], task: dict[str, Any] | None) -> bool:
+        """True once the task has shown that state for ``STUCK_S`` without a break."""
+        now = time.monotonic()
+        self.since = (self.since or now) if _working_with_nothing_running(snap, task) else None
+        return self.since is not None and now - self.since >= STUCK_S
+
+
+def _holds(run: Run, point: str) -> Callable[[], bool] | None:
+    """A ``stop`` for the waits: whether the kit's broker holds a process at ``point`` now (None without a broker)."""
+    if run.broker is None:
+        return None
+    broker = run.broker
+    return lambda: any(h.point == point for h in broker.held())
 
 
 def _due_after(run: Run, snap: dict[str, Any], task: dict[str, Any] | None, left_s: float) -> bool:
@@ -133,8 +152,7 @@ def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
     run.start(failpoints=failpoints)
     # (succeeded, or a run held at bootstrap before any click: a runtime that went on without a Retry, which
     # RTY-34 and RTY-39 judge; waiting longer shows nothing more)
-    went_on = None if run.broker is None else (
-        lambda: any(h.point == "bootstrap.before_dispatch" for h in run.broker.held()))
+    went_on = _holds(run, "bootstrap.before_dispatch")
     for task_id, _ in made:
         wait_task(run, task_id, {"retry_offered", "retry_scheduled", "succeeded"}, stop=went_on)
     return made
@@ -261,19 +279,17 @@ def _scheduled(snap: dict[str, Any], task_id: str | None) -> set[tuple[int, int,
 
 
 def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: float = WAIT_S,
-                     stop: Any = None) -> None:
+                     stop: Callable[[], bool] | None = None) -> None:
     """Observe until the task has a scheduled retry it did not have before, or offers Retry (or, as in
     ``wait_task``, waiting longer can show nothing more)."""
     deadline = time.monotonic() + timeout_s
-    stuck_since: float | None = None
+    stuck = _Stuck()
     while time.monotonic() < deadline:
         snap = run.observe()
         task = task_of(snap, task_id)
         if (task or {}).get("status") == "retry_offered" or _scheduled(snap, task_id) - before or (stop and stop()):
             return
-        now = time.monotonic()
-        stuck_since = (stuck_since or now) if _working_with_nothing_running(snap, task) else None
-        if stuck_since is not None and now - stuck_since >= STUCK_S:
+        if stuck.over(snap, task):
             return  # (as in wait_task)
         time.sleep(0.05)
 
@@ -291,8 +307,7 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     before = _scheduled(run.observe(), task_id)
     # a run held at its finalization before the click below: one the runtime started by itself and the provider
     # answered (every scheduled run gets a 503), so waiting longer shows nothing more
-    finalizing = None if run.broker is None else (
-        lambda: any(h.point == "run.finalize.before" for h in run.broker.held()))
+    finalizing = _holds(run, "run.finalize.before")
     for n, jump in enumerate(SCHEDULE_JUMPS_S):  # the kit's clock moves; the runtime reads it at its next start
         before_limited = _scheduled(run.observe(), limited)
         run.clock_jump(jump)
