@@ -176,8 +176,10 @@ class CaseEnv:
                 if type(reply).__name__ == "ErrorReply":
                     raise OperationFailed(f, reply.code, reply.text, reply.definite)
                 return reply
-            with contextlib.suppress(OperationFailed, ProtocolError):
+            try:
                 result["reply"] = self._complete(invocation, call)
+            except (OperationFailed, ProtocolError) as exc:  # recorded in the history; kept for the caller
+                result["error"] = exc
 
         thread = threading.Thread(target=wait, daemon=True, name=f"chaos-op-{f}")
         thread.result = result  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ Anything else breaks FA-01 (a restart changed what the user asked for), FA-14 wh
 action during recovery was lost, or FA-02 when a changed host identity took the work over silently.
 
 This checks the user-visible intent only; the lockstep machine (``conformance.lockstep``) compares the
-whole snapshot. Items submitted while the fault was in flight are indefinite: any outcome is accepted.
+whole snapshot. Items submitted while the fault was in flight are indefinite: any outcome is accepted; so is a
+Pause or End whose reply the fault cut: the item may show the state the model predicts with or without it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def check_prediction(before: dict[str, Any], history: History, case: Case, durin
         return [_result(clause_id, Verdict.UNKNOWN, "no final observation of work_items")]
     during_work = tuple(i.value["work_id"] for i, d in history.completions()
                         if i.f in ("pause", "end") and d is not None and d.type == "ok")
+    # a Pause / End whose reply the fault cut (info, or none) may or may not have happened: either state holds
+    maybe_stopped = {i.value["work_id"]: DesiredState.PAUSED if i.f == "pause" else DesiredState.CANCELLED
+                     for i, d in history.completions() if i.f in ("pause", "end") and (d is None or d.type == "info")}
     try:
         predicted = predict(before, kind, during, during_work)
     except (RecoveryKitError, ValueError) as exc:
@@ -79,6 +83,8 @@ def check_prediction(before: dict[str, Any], history: History, case: Case, durin
             continue
         seen = item["desired_state"]
         if seen == desired.value or (desired is DesiredState.RUN and seen == DesiredState.DONE.value):
+            continue
+        if work_id in maybe_stopped and seen == maybe_stopped[work_id].value:
             continue
         problems.append(f"{work_id}: after {kind.value} the model predicts desired_state {desired.value}, the "
                         f"adapter shows {seen} ({item.get('status')}, {item.get('reason_code')})")

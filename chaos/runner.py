@@ -44,6 +44,7 @@ from recoverykit.model.errors import RecoveryKitError
 QUIESCE_S = 30.0
 NEVER_UP_LIMIT = 2  # consecutive cases whose adapter never answered init or start: later ones are not run
 _NEVER_UP: dict[str, int] = {}  # per adapter command, in this process (the in-process run, or one xdist worker)
+DURING_GRACE_S = 5.0  # a user action during the fault that has not answered by then stays in flight across it
 QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point before it counts as unreached
 
 
@@ -134,17 +135,45 @@ def _declared_out(case: Case, init_ok: Any, result: dict[str, Any]) -> bool:
     return why is not None
 
 
-def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) -> None:
-    """The user acts while recovery is held: Pause / End / new input must take priority."""
+def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) -> list[tuple[str, threading.Thread]]:
+    """The user acts while the runtime is held at the point: Pause / End / new input must take priority.
+
+    Each action is sent at once and gets ``DURING_GRACE_S`` to answer; one still unanswered then stays in flight
+    across the restart and is joined with the other pending calls after it. The hold can block a control no real
+    crash would: a runtime held before a commit keeps the store's write lock (a durable-write point), which only
+    the kill releases, as a real crash releases it within milliseconds. Returns (work_id, call) per action."""
+    sent: list[tuple[str, threading.Thread]] = []
     for work_id in work_ids:
-        if action == "pause":
-            env.request("pause", work_id=work_id)
-        elif action == "end":
-            env.request("end", work_id=work_id)
+        if action in ("pause", "end"):
+            sent.append((work_id, env.request_async(action, work_id=work_id)))
     if action == "input":  # into the first session, tagged with its script, as the first input was
         session = scenario_named(scenario_name).sessions[0]
-        env.request_async("submit", session_id=f"{scenario_name}-{session}", client_msg_id="during-1",
-                          text="new input during recovery " + script_tag(session)).join(env.timeout_s)
+        sent.append(("", env.request_async("submit", session_id=f"{scenario_name}-{session}",
+                                           client_msg_id="during-1",
+                                           text="new input during recovery " + script_tag(session))))
+    deadline = time.monotonic() + DURING_GRACE_S
+    for _, call in sent:
+        call.join(max(0.0, deadline - time.monotonic()))
+    return sent
+
+
+def _during_outcome(sent: list[tuple[str, threading.Thread]], before: dict[str, Any]) -> None:
+    """Raise what makes the case unknown: a user action still unanswered after the restart, or one the runtime
+    refused. The only refusal that proves nothing wrong is ``precondition_failed`` for work that was already over
+    (done or cancelled) when the user acted: the point held lay after the work's last step."""
+    over = {i["work_id"] for i in before.get("work_items") or [] if i.get("desired_state") in ("done", "cancelled")}
+    for work_id, call in sent:
+        if not work_id:  # new input: the checker judges an input refused or cut by the fault from the history
+            continue
+        error = call.result.get("error")  # type: ignore[attr-defined]
+        if error is None and "reply" not in call.result:  # type: ignore[attr-defined]
+            raise AdapterTimeout("the user's action during the fault had no reply after the restart; its outcome "
+                                 "is unknown", doc="docs/protocol.md#transport")
+        if isinstance(error, OperationFailed) and error.definite and error.code == "precondition_failed" \
+                and work_id in over:
+            continue
+        if error is not None:
+            raise error
 
 
 def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: str | Path | None = None,
@@ -204,10 +233,11 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             env.auto_release()
             return result
         before = env.observe()
+        during: list[tuple[str, threading.Thread]] = []
         if scenario.during:
             acked = [d.value["work_id"] for i, d in env.recorder.history.completions()
                      if i.f in ("submit", "goal_create") and d is not None and d.type == "ok"]
-            _during(env, scenario.during, acked, case.scenario)
+            during = _during(env, scenario.during, acked, case.scenario)
         if late and scenario.chaos.restart_kick is not None:
             env.kick_ready.wait(KICK_READY_S)  # the kick's action while held first, so the kill finds it made
         outcome = restarts.perform(env, case, scenario.double_start)
@@ -216,6 +246,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         env.auto_release()
         timings["restarted"] = time.monotonic() - t0
         env.wait_pending()  # a submit released by the restart must land before quiescence means anything
+        _during_outcome(during, before)
         quiescent = env.quiesce(QUIESCE_S)
         with_suppress_timeout(env)
         if env.observe(quiescent).get("workspaces") is not None:  # task workspaces: the kit looks at the disk

@@ -59,3 +59,18 @@ def test_one_chaos_case_at_a_durable_write_stops_the_worker_at_an_sqlite_commit(
     assert found["reached"]["via"] == "failpoint" and found["reached"]["hit"] == 3
     assert Path(found["reached"]["detail"]["file"]).suffix == ".sqlite"
     assert found["killed"]
+
+
+def test_a_pause_the_held_commit_blocks_is_answered_after_the_kill(tmp_path):
+    """pause_restart's user Pause while the worker is held before an ``intent.sqlite`` COMMIT: the held
+    transaction keeps SQLite's write lock, which the adapter's Pause needs, so the Pause can only answer once the
+    kill releases the lock (as a real crash does within milliseconds). The kit leaves it in flight across the
+    restart and judges its outcome; waiting for it before the kill timed out, and every such case was unknown."""
+    case = "pause_restart/durable.write.before/2/tree_kill"
+    result = _kit("chaos", "--adapter", ADAPTER, "--replay", case, "--json", "--quiet", "--out", str(tmp_path))
+    assert result.returncode in (0, 1, 2), result.stderr
+    [found] = json.loads(result.stdout)["cases"]
+    assert found["status"] in ("passed", "failed"), found.get("why")
+    assert Path(found["reached"]["detail"]["file"]).name == "intent.sqlite"
+    [fa14] = [c for c in found["clauses"] if c["clause"] == "FA-14" and c["text"].startswith("held")]
+    assert fa14["verdict"] == "valid"  # the Pause answered after the kill, and the work stayed paused
