@@ -82,9 +82,13 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
                      if not any(a.index < f.index < b.index for f in faults)), None)
     if repeated is None:
         return [_result("FA-13", Verdict.UNKNOWN, "no start was repeated")]
-    # what was asked after it, and what was still open when it came (a held request it may have led to duplicate)
+    # what was asked after it, and what was still open when it came (a held request it may have led to duplicate);
+    # not a request whose sender a fault had already killed: its late answer went to no owner the start could double
+    dead = {pid for f in faults if f.time <= repeated.time
+            for pid in f.detail.get("killed") or f.detail.get("pids") or []}
     after = [c for c in calls(ev.ledger) if c.request.get("script_id") and (
-        c.request["time"] > repeated.time or c.response is None or c.response["time"] > repeated.time)]
+        c.request["time"] > repeated.time or c.response is None or c.response["time"] > repeated.time)
+        and not (c.request["time"] <= repeated.time and c.request.get("sender_pid") in dead)]
     problems = []
     delivered: dict[tuple, int] = {}
     for c in after:

@@ -116,3 +116,25 @@ def test_a_repeated_start_executes_nothing_twice():
         == {"FA-13": Verdict.INVALID}
     assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(_history(), once))} \
         == {"FA-13": Verdict.UNKNOWN}
+
+
+def test_a_late_answer_to_a_killed_sender_is_no_repeat():
+    """sessions_together at a durable write: the worker is killed with a request in flight, the kit starts the
+    runtime twice, and the provider answers the dead worker's request just after the second start (the write to a
+    closed socket succeeds). The retry after the restart is the step's only delivery to a live owner."""
+    from recoverykit.conformance.checks_owners import check_repeated_start
+    rec = Recorder(clock=lambda: rec.now)
+    rec.now = 0.5
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    rec.now = 1.1
+    rec.fault("tree_kill", killed=[1])
+    rec.now = 1.2
+    rec.invoke("start", {})
+    rec.now = 1.3
+    rec.invoke("start", {})
+    late = _attempt(1, 1, 1.0, 1.4) + _attempt(2, 2, 2.5, 3.0)
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(rec.history, late))} \
+        == {"FA-13": Verdict.VALID}
+    alive = _attempt(1, 3, 1.0, 1.4) + _attempt(2, 2, 2.5, 3.0)  # the same, from a sender the fault spared
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(rec.history, alive))} \
+        == {"FA-13": Verdict.INVALID}
