@@ -22,8 +22,10 @@ from recoverykit.chaos.cases import Case
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.history import History
 from recoverykit.model import recovery as model_recovery
-from recoverykit.model.catalogue import DesiredState, ReasonCode, RestartKind, Verdict, WorkKind
+from recoverykit.model import transitions
+from recoverykit.model.catalogue import DesiredState, RestartKind, Verdict, WorkKind
 from recoverykit.model.errors import RecoveryKitError
+from recoverykit.model.events import End, Pause
 from recoverykit.model.records import RunIntent
 from recoverykit.model.state import ModelState
 
@@ -41,12 +43,9 @@ def predict(before: dict[str, Any], kind: RestartKind, during: str | None = None
             original_input=str(inputs[0].get("text", "")), desired_state=DesiredState(item["desired_state"]),
             control_version=int(item.get("control_version") or 0), host_identity=item.get("host_id") or _HOST)
     state = ModelState(work=work, host=_HOST)
-    for work_id in during_work:
+    for work_id in during_work:  # as the model applies the user's action: End of finished work changes nothing
         if during in ("pause", "end") and work_id in state.work:
-            desired = DesiredState.PAUSED if during == "pause" else DesiredState.CANCELLED
-            reason = ReasonCode.USER_PAUSED if during == "pause" else ReasonCode.USER_CANCELLED
-            new_work, turns, goals = model_recovery.stop_item(state, work_id, desired, reason)
-            state = state.with_(work=new_work, turns=turns, goals=goals)
+            state = transitions.apply(state, Pause(work_id=work_id) if during == "pause" else End(work_id=work_id))
     after = model_recovery.restart(state, kind)
     return {w: intent.desired_state for w, intent in after.work.items()}
 

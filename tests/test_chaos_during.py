@@ -81,3 +81,17 @@ def test_an_action_the_hold_blocks_is_left_in_flight_after_the_grace(monkeypatch
     sent = runner._during(Env(), "pause", ["w1", "w2"], "pause_restart")
     assert [w for w, call in sent if call.is_alive()] == ["w1", "w2"]
     released.set()
+
+
+def test_an_end_acknowledged_for_finished_work_changes_nothing():
+    """end_during_recovery held at a durable write after the work's last step: the runtime acknowledges the End
+    of finished work (control_version unchanged); the model's End of done work is a no-op, so done is right."""
+    rec = Recorder()
+    done = {**BEFORE["work_items"][0], "status": "finished", "desired_state": "done"}
+    rec.complete(rec.invoke("end", {"work_id": "w1"}), "ok", {"work_id": "w1", "control_version": 0})
+    rec.observe({"work_items": [done]}, True)
+    [result] = check_prediction({"work_items": [done]}, rec.history, CASE, "end")
+    assert result.verdict is Verdict.VALID, result.text
+    rec.observe({"work_items": [{**done, "desired_state": "cancelled"}]}, True)  # finished work never un-finishes
+    [result] = check_prediction({"work_items": [done]}, rec.history, CASE, "end")
+    assert result.verdict is Verdict.INVALID
