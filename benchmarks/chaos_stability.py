@@ -12,7 +12,8 @@ every case whose status differs between runs (its id and its status in each run,
 each status that is not passed), and a final line ``stable: K of M cases same status in N of N runs``.
 
 Exits 0 when every case had the same status in every run, 1 when any case differed (or a run could not
-finish: its cases count as ``missing``), 64 for a bad selection.
+finish: its cases count as ``missing``), 64 for a bad selection, 143 / 130 when SIGTERM / SIGINT stopped it
+(every process of the run reaped, the runs that finished compared first).
 
     python benchmarks/chaos_stability.py [--runs 5] [--workers 2] [--scenarios ..] [--points ..]
                                          [--kinds ..] [--shard K/N] [--timeout 20] [--out DIR] [--json]
@@ -34,7 +35,8 @@ from recoverykit.chaos import systematic
 from recoverykit.chaos.cases import enumerate_cases
 from recoverykit.chaos.dry_run import Trace
 from recoverykit.chaos.shard import parse_shard
-from recoverykit.model.errors import RecoveryKitError
+from recoverykit.model.errors import Interrupted, RecoveryKitError
+from recoverykit.signals import finish, handled
 
 UNKNOWN = ("not_reached", "error")
 INVALID = ("failed",)
@@ -133,11 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{ns.runs} systematic runs (each with its own dry run), {ns.workers} xdist worker(s) each; "
           f"{os.cpu_count()} CPUs, load {load:.2f}; results under {base}", flush=True)
-    runs = []
-    for index in range(1, ns.runs + 1):
-        runs.append(one_run(index, ns, base))
-        r = runs[-1]
-        print(f"  run {index} done: {r['verdict']} in {r['seconds']:.1f} s", flush=True)
+    runs: list[dict[str, Any]] = []
+    try:
+        with handled():  # SIGTERM / SIGINT: reap the run's processes, compare the runs that finished, exit 143 / 130
+            for index in range(1, ns.runs + 1):
+                runs.append(one_run(index, ns, base))
+                r = runs[-1]
+                print(f"  run {index} done: {r['verdict']} in {r['seconds']:.1f} s", flush=True)
+    except Interrupted as exc:
+        if runs:
+            print_report(runs, *differing(runs))
+        finish(exc, base)
     ids, differ = differing(runs)
     print_report(runs, ids, differ)
     if ns.json:

@@ -119,10 +119,9 @@ def reap_stale(timeout: float = 5.0, only: Iterable[str] | None = None, passes: 
     return total
 
 
-def owned_prefix(pid: int | None = None) -> str:
-    """The start of every marker made by process ``pid`` (default: this one)."""
-    pid = os.getpid() if pid is None else pid
-    return f"{MARKER_PREFIX}{pid}-{_started_ms(pid)}-"
+def owned_prefix() -> str:
+    """The start of every marker this process made (a live process: its start is always known)."""
+    return f"{MARKER_PREFIX}{os.getpid()}-{_started_ms(os.getpid())}-"
 
 
 def reap_owned(timeout: float = 5.0) -> KillReport:
