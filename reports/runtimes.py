@@ -55,8 +55,10 @@ RUNTIMES: tuple[Runtime, ...] = (
     Runtime("reference", "reference", None, "recoverykit chaos (every scenario, every kind)",
             "reports/reference/report.md"),
     Runtime("langgraph", "langgraph", "python -m recoverykit_adapters.langgraph",
-            "recoverykit chaos --adapter 'python -m recoverykit_adapters.langgraph' --scenarios chat_read_tool "
-            "--kinds tree_kill --durable-writes", "adapters/recoverykit_adapters/langgraph/README.md"),
+            "recoverykit chaos --adapter 'python -m recoverykit_adapters.langgraph' --durable-writes --kinds tree_kill "
+            "--scenarios <the 11 chat-core scenarios with tree_kill cells> --out A; the same with --scenarios "
+            "chat_long_tool,long_downtime --kinds worker_kill,long_downtime --out B; recoverykit merge A B",
+            "adapters/recoverykit_adapters/langgraph/README.md"),
     Runtime("dbos", "dbos", "python -m recoverykit_adapters.dbos",
             "recoverykit chaos --adapter 'python -m recoverykit_adapters.dbos' --scenarios chat_unknown_write "
             "--kinds tree_kill", "adapters/recoverykit_adapters/dbos/README.md"),
