@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 
 import psutil
 
@@ -65,17 +66,33 @@ def carrying(name: str, value: str) -> list[int]:
     return sorted(pid for pid, v in values(name).items() if v == value)
 
 
+EXEC_SETTLE_S = 0.2  # how long an empty environment may be an exec still setting the new one up
+
+
+def _environ(pid: int) -> bytes:
+    with open(f"{_PROC}/{pid}/environ", "rb") as fh:
+        return fh.read()
+
+
 def value_of(pid: int, name: str) -> str | None:
-    """The value of ``name`` in one process's environment, or None (unset, gone, or not ours to read)."""
+    """The value of ``name`` in one process's environment, or None (unset, gone, or not ours to read).
+
+    An exec closes the parent's close-on-exec pipe (so ``subprocess.Popen`` returns) before the kernel has set up
+    the new program's environment, and ``/proc/<pid>/environ`` reads empty in that window: an empty environment is
+    read again for up to ``EXEC_SETTLE_S`` before it counts (the guard refused a fresh child of the run for it)."""
     if not _linux():
         with contextlib.suppress(psutil.Error, OSError):
             return psutil.Process(pid).environ().get(name)
         return None
+    deadline = time.monotonic() + EXEC_SETTLE_S
     try:
-        with open(f"{_PROC}/{pid}/environ", "rb") as fh:
-            return _value(fh.read(), name.encode() + b"=")
+        block = _environ(pid)
+        while not block and time.monotonic() < deadline:
+            time.sleep(0.005)
+            block = _environ(pid)
     except OSError:
         return None
+    return _value(block, name.encode() + b"=")
 
 
 

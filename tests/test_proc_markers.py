@@ -35,3 +35,14 @@ def test_scan_agrees_with_psutil_for_live_processes():
         for p in [*procs, decoy]:
             p.kill()
             p.wait()
+
+
+def test_an_environment_read_mid_exec_is_read_again(monkeypatch):
+    """Popen returns once the exec closed its error pipe, before the kernel set up the new environment, and
+    /proc/<pid>/environ reads empty in that window: the guard then refused a fresh child of the run (CI,
+    test_killer_clock_step). An empty read is retried while the exec settles."""
+    reads = iter([b"", b"", b"A=1\0RECOVERYKIT_RUN_MARKER=m-1\0"])
+    monkeypatch.setattr(proc_markers, "_environ", lambda pid: next(reads))
+    assert proc_markers.value_of(os.getpid(), "RECOVERYKIT_RUN_MARKER") == "m-1"
+    monkeypatch.setattr(proc_markers, "_environ", lambda pid: b"")  # really empty (env -i): None, after the wait
+    assert proc_markers.value_of(os.getpid(), "RECOVERYKIT_RUN_MARKER") is None
