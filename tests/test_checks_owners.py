@@ -97,11 +97,18 @@ def test_a_paused_owner_keeps_its_work():
         == {"REC-12": Verdict.UNKNOWN}
 
 
-def _double_start():
+def _double_start(kill_at: float | None = None):
+    """A start repeated 0.1 s later with no fault between; with ``kill_at``, a tree kill of pid 1 at that time
+    comes first, and the start after it is the one repeated."""
     rec = Recorder(clock=lambda: rec.now)
     rec.now = 0.5
     rec.complete(rec.invoke("start", {}), "ok", {})
-    rec.now = 0.6
+    if kill_at is not None:
+        rec.now = kill_at
+        rec.fault("tree_kill", killed=[1])
+        rec.now += 0.1
+        rec.complete(rec.invoke("start", {}), "ok", {})
+    rec.now += 0.1
     rec.complete(rec.invoke("start", {}), "ok", {})
     return rec.history
 
@@ -123,18 +130,10 @@ def test_a_late_answer_to_a_killed_sender_is_no_repeat():
     runtime twice, and the provider answers the dead worker's request just after the second start (the write to a
     closed socket succeeds). The retry after the restart is the step's only delivery to a live owner."""
     from recoverykit.conformance.checks_owners import check_repeated_start
-    rec = Recorder(clock=lambda: rec.now)
-    rec.now = 0.5
-    rec.complete(rec.invoke("start", {}), "ok", {})
-    rec.now = 1.1
-    rec.fault("tree_kill", killed=[1])
-    rec.now = 1.2
-    rec.invoke("start", {})
-    rec.now = 1.3
-    rec.invoke("start", {})
+    history = _double_start(kill_at=1.1)  # the second start at 1.3, before the late answer at 1.4
     late = _attempt(1, 1, 1.0, 1.4) + _attempt(2, 2, 2.5, 3.0)
-    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(rec.history, late))} \
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(history, late))} \
         == {"FA-13": Verdict.VALID}
     alive = _attempt(1, 3, 1.0, 1.4) + _attempt(2, 2, 2.5, 3.0)  # the same, from a sender the fault spared
-    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(rec.history, alive))} \
+    assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(history, alive))} \
         == {"FA-13": Verdict.INVALID}
