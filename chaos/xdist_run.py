@@ -31,6 +31,7 @@ from typing import Any
 from recoverykit.chaos import xdist_plugin as plugin
 from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import Case
+from recoverykit.conformance import subreaper
 from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.conformance.interrupts import SIGNALS, installed
 from recoverykit.conformance.reaper import leftovers, marked_env, new_marker, reap, reap_stale
@@ -123,8 +124,9 @@ def run_cases(cases: Sequence[Case], adapter: str | list[str] | None, *, workers
     by_id: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     with _sigterm_as_interrupt(), log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        with subreaper.spawning():
+            proc = subreaper.own(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                                  stderr=subprocess.STDOUT, start_new_session=True))
         try:
             while True:
                 rc = proc.poll()

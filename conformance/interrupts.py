@@ -4,7 +4,8 @@ A run can be ended by SIGTERM (a CI timeout, ``kill``), SIGINT (Ctrl-C) or SIGHU
 ssh session, some CI cancellations). Whichever came, the kit does the same: every process carrying a marker this
 kit process made is killed (``reaper.reap_owned``), every process the kit froze with the pause nemesis and that is
 somehow still alive is let go on (``paused.release_all``: a SIGSTOPped process left behind would hang whatever
-waits on it), then the caller writes what finished, marked incomplete, and exits 128 + the signal number.
+waits on it), every orphan the kit adopted as their subreaper is killed (``subreaper.reap_adopted``), then the
+caller writes what finished, marked incomplete, and exits 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from recoverykit.conformance.paused import release_all
+from recoverykit.conformance.subreaper import reap_adopted
 
 # SIGHUP does not exist on Windows: there the kit handles the two it has
 SIGNALS: tuple[signal.Signals, ...] = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP")
@@ -40,6 +42,8 @@ def stop_everything(rounds: int = 1) -> None:
         time.sleep(0.05)
     with contextlib.suppress(Exception):
         release_all()
+    with contextlib.suppress(Exception):
+        reap_adopted()  # orphans that dropped the marker: the kit adopted them as their subreaper
 
 
 @contextlib.contextmanager

@@ -101,10 +101,11 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
                       settings_profile=settings_profile, only=tuple(only),
                       progress=progress, strict_evidence=strict_evidence, acceptance=acceptance,
                       write_baseline=write_baseline)
+    from recoverykit.conformance import subreaper
     from recoverykit.conformance.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     try:
-        with signals.handled(), bar:
+        with subreaper.adopting(), signals.handled(), bar:  # orphans of the run are the kit's: reaped at its end
             cert = run(options)
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from None

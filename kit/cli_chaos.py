@@ -115,6 +115,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
     from recoverykit.chaos.dry_run import TRACE_FILE, Trace
     from recoverykit.chaos.shard import parse_shard, select
+    from recoverykit.conformance import subreaper
     from recoverykit.conformance.acceptance import load
     from recoverykit.conformance.errors import AdapterCommandError
     from recoverykit.conformance.reaper import reap_stale
@@ -150,6 +151,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             held.enter_context(claim(out))
         except InvalidArgument as exc:
             raise UsageError(str(exc)) from None
+        held.enter_context(subreaper.adopting())  # orphans of the run (its xdist workers' too) are reaped at its end
         with signals.handled():
             try:
                 if replay is None and random_waves is None:
