@@ -3,7 +3,8 @@
 The failpoint broker is the conformance environment's own (``recoverykit.conformance.broker``), so
 nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage (a malformed
 ``--baseline`` too); accepted findings (``--accept``, ``--baseline``) decide none of them;
-143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``).
+143 / 130 / 129 when SIGTERM / SIGINT / SIGHUP stopped the run (``recoverykit.signals``; every ending:
+docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
 
     Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error;
-    interrupted by SIGTERM 143, by SIGINT 130 (partial results.json marked incomplete).
+    interrupted by SIGTERM 143, by SIGINT 130, by SIGHUP 129 (partial results.json marked incomplete).
     """
     from recoverykit.conformance.certify import Options
     from recoverykit.conformance.certify import certify as run

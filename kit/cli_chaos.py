@@ -4,7 +4,7 @@
 against an adapter (default: the bundled reference runtime), prints one line per case on stderr, and
 writes results.json plus the failure-acceptance report (JSON, Markdown, HTML) and a bundle per
 failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 invalid, 2 unknown,
-64 usage error; 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``: every process
+64 usage error; 143 / 130 / 129 when SIGTERM / SIGINT / SIGHUP stopped the run (``recoverykit.signals``: every process
 of the run reaped, results.json of the finished cases marked incomplete).
 """
 
