@@ -74,9 +74,10 @@ def spawning() -> Iterator[None]:
 
 
 def own_child(pid: int) -> bool:
-    """Is ``pid`` (a child of the kit) one the kit started, or possibly one being started right now?"""
+    """Is ``pid`` (a child of the kit) one the kit started, or possibly one being started right now? Outside
+    ``adopting()`` every child is: an escaped runtime process is then reparented to init, never to the kit."""
     with _LOCK:
-        return _SPAWNING[0] > 0 or any(p.pid == pid for p in _OWN)
+        return not _ACTIVE or _SPAWNING[0] > 0 or any(p.pid == pid for p in _OWN)
 
 
 def _children() -> list[int]:
