@@ -7,7 +7,7 @@ lines), and returns the results in case order; ``systematic`` builds the same re
 them as from an in-process run.
 
 Hygiene: the pytest controller and its workers carry a run marker owned by the chaos command. On
-every way out (normal end, error, KeyboardInterrupt, SIGTERM) the process group is killed and
+every way out (normal end, error, KeyboardInterrupt, SIGTERM, SIGHUP) the process group is killed and
 everything carrying the marker is reaped, then the case processes of dead workers (``reap_stale``).
 If the chaos command is SIGKILLed, the controller notices its owner is gone and reaps its workers and
 their cases (``xdist_plugin._watch_owner``); failing that, the next run's ``reap_stale`` does.
@@ -31,7 +31,9 @@ from typing import Any
 from recoverykit.chaos import xdist_plugin as plugin
 from recoverykit.chaos.case_env import private_dir
 from recoverykit.chaos.cases import Case
+from recoverykit.conformance import subreaper
 from recoverykit.conformance.errors import EnvironmentFault
+from recoverykit.conformance.interrupts import SIGNALS, installed
 from recoverykit.conformance.reaper import leftovers, marked_env, new_marker, reap, reap_stale
 from recoverykit.model.errors import Interrupted
 
@@ -64,23 +66,18 @@ def missing_result(case: Case, why: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """A SIGTERM while the run is out of process becomes KeyboardInterrupt, so the cleanup below runs."""
+    """A SIGTERM or SIGHUP while the run is out of process becomes KeyboardInterrupt, so the cleanup below runs
+    (a signal someone above already handles, as the CLI does through ``recoverykit.signals``, is left to them)."""
     if threading.current_thread() is not threading.main_thread():
         yield
-        return
-
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield  # someone above handles SIGTERM already (the CLI: recoverykit.signals)
         return
 
     def interrupt(signum, frame):
         raise Interrupted(signum, signal.Signals(signum).name)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
+    free = tuple(sig for sig in SIGNALS if sig != signal.SIGINT and signal.getsignal(sig) is signal.SIG_DFL)
+    with installed(interrupt, free):
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(proc: subprocess.Popen, marker: str) -> None:
@@ -127,8 +124,9 @@ def run_cases(cases: Sequence[Case], adapter: str | list[str] | None, *, workers
     by_id: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     with _sigterm_as_interrupt(), log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        with subreaper.spawning():
+            proc = subreaper.own(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                                  stderr=subprocess.STDOUT, start_new_session=True))
         try:
             while True:
                 rc = proc.poll()

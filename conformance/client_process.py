@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 import psutil
-from recoverykit.conformance import proc_markers
+from recoverykit.conformance import proc_markers, subreaper
 from recoverykit.conformance.errors import AdapterCommandError
 
 MARKER_ENV = "RECOVERYKIT_RUN_MARKER"
@@ -43,10 +43,11 @@ def split_command(command: str | Sequence[str]) -> list[str]:
 
 def spawn(argv: list[str], *, stderr: IO[bytes] | int, env: Mapping[str, str], cwd: Path | None) -> subprocess.Popen:
     try:
-        return subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=dict(env), cwd=cwd, start_new_session=True, close_fds=True,
-        )
+        with subreaper.spawning():
+            return subreaper.own(subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                env=dict(env), cwd=cwd, start_new_session=True, close_fds=True,
+            ))
     except FileNotFoundError:
         raise AdapterCommandError(f"The adapter program {argv[0]!r} was not found (command: {shlex.join(argv)}); "
                                   "give a path or a program on PATH.") from None
@@ -148,10 +149,10 @@ def kin(adapter_pid: int, files: Collection[str]) -> list[psutil.Process]:
         fields = _stat_fields(entry)
         if fields is None or len(fields) < 20 or fields[0] == b"Z":
             continue
-        if fields[1] == mine:
-            # a child of the kit itself: another run's adapter, forked but not yet exec'd, holds copies of
-            # every descriptor of the kit (this run's pipes and log too) for a moment. An escaped runtime
-            # process is reparented to init or a subreaper, never to the kit, so it is never one of these.
+        if fields[1] == mine and subreaper.own_child(int(entry)):
+            # a child the kit started: another run's adapter, forked but not yet exec'd, holds copies of every
+            # descriptor of the kit (this run's pipes and log too) for a moment. An escaped runtime process the
+            # kit adopted as a subreaper (``subreaper.adopting``) is its child too, but never one it started.
             continue
         ours = key in (fields[2], fields[3])  # process group or session of the adapter
         if not ours and files and int(fields[19]) >= since_ticks:  # only a process started since can hold them

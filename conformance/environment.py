@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from recoverykit.conformance import killer, proc_guard, reaper
+from recoverykit.conformance import killer, paused, proc_guard, reaper
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.client import AdapterClient
@@ -322,6 +322,7 @@ class Run:
         ref = ProcRef(*vetted[0])
         if not ref.alive():
             return False
+        paused.paused(ref)  # before the SIGSTOP: a signal that ends the kit in between still lets it go on
         os.kill(ref.pid, signal.SIGSTOP)
         self._paused.append(ref)
         self.recorder.fault("process_pause", pids=[ref.pid])
@@ -335,6 +336,7 @@ class Run:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(ref.pid, signal.SIGCONT)
                     went_on.append(ref.pid)
+            paused.released(ref)
         if self._paused:
             self.recorder.fault("process_continue", pids=went_on)
         self._paused = []

@@ -9,11 +9,21 @@ the reason "profile not declared" (honest there: it was not run); an unknown ver
 evidence) FAILS, because it is not a pass. ``--recoverykit-accept CLAUSE`` (repeatable) and
 ``--recoverykit-baseline FILE`` acknowledge known findings (``conformance.acceptance``): a case that broke
 accepted clauses only is XFAIL, never a pass; a malformed baseline is a pytest usage error. Without the
-option the plugin adds nothing.
+option the plugin adds nothing. An empty ``--recoverykit-adapter=`` (an unset CI variable) is a usage
+error (pytest exits 4), with the message the CLI gives for an empty ``--adapter``.
+
+A SIGTERM (a CI timeout), SIGHUP or SIGINT during the session is handled as ``recoverykit certify`` handles it
+(``conformance.interrupts``): every process of the session's runs is killed, whatever the pause nemesis
+stopped is let go on, the case running is cut (KeyboardInterrupt: pytest reports what finished), and
+pytest exits 128 + the signal number (143, 129, 130). The handlers are installed at session start in
+the main thread only (each pytest-xdist worker installs its own) and restored at session finish.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -73,7 +83,10 @@ class ScenarioItem(pytest.Item):
             _PROFILES[command] = cert.declared
         if case.verdict is Verdict.NOT_APPLICABLE:
             pytest.skip("capability not declared" if case.message.startswith("capability ") else "profile not declared")
-        if case.accepted(acceptance.accepted):  # a known finding: reported as such, never as passed
+        cert.cases.append(case)
+        # certify's own fold: an aggregate clause (FA-01) whose every break here rests on accepted clauses is
+        # accepted with them (``Certification.accepted``, ``acceptance.derive``)
+        if case.accepted(cert.accepted):  # a known finding: reported as such, never as passed
             pytest.xfail("accepted finding: " + ", ".join(sorted(case.broken())))
         if case.verdict is not Verdict.VALID:
             raise ConformanceFailure(case)
@@ -98,10 +111,13 @@ class ConformanceFailure(Exception):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "recoverykit: a recoverykit conformance scenario")
-    if config.getoption("--recoverykit-adapter", default=None):
+    command = config.getoption("--recoverykit-adapter", default=None)
+    if command is not None:  # `--recoverykit-adapter=` (an unset CI variable) is refused, as the CLI refuses it
         from recoverykit.conformance.acceptance import load
+        from recoverykit.conformance.client_process import split_command
         from recoverykit.model.errors import InvalidArgument
         try:
+            split_command(command)
             config._recoverykit_acceptance = load(config.getoption("--recoverykit-accept"),  # type: ignore[attr-defined]
                                                   config.getoption("--recoverykit-baseline"))
         except InvalidArgument as exc:
@@ -114,3 +130,44 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     session._recoverykit_added = True
     node = ConformanceFile.from_parent(session, path=Path(str(config.rootpath)) / "recoverykit-conformance")
     items.extend(node.collect())
+
+
+def _on_signal(config: pytest.Config):
+    def handler(signum: int, frame: object) -> None:
+        if config._recoverykit_signalled:  # type: ignore[attr-defined]
+            return  # already on the way out: let the cleanup finish
+        from recoverykit.conformance.interrupts import stop_everything
+        from recoverykit.model.errors import Interrupted
+        config._recoverykit_signalled.append(signum)  # type: ignore[attr-defined]
+        stop_everything()
+        raise Interrupted(signum, signal.Signals(signum).name)
+    return handler
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if not config.getoption("--recoverykit-adapter", default=None):
+        return
+    from recoverykit.conformance.interrupts import SIGNALS, installed
+    config._recoverykit_signalled = []  # type: ignore[attr-defined]
+    stack = contextlib.ExitStack()
+    stack.enter_context(installed(_on_signal(config), SIGNALS))
+    config._recoverykit_signals = stack  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    stack = getattr(config, "_recoverykit_signals", None)
+    if stack is None:
+        return
+    signalled = config._recoverykit_signalled  # type: ignore[attr-defined]
+    if signalled:
+        from recoverykit.conformance.interrupts import exit_code, stop_everything
+        stop_everything(rounds=10)  # whatever a case's thread started after the first round
+        session.exitstatus = exit_code(signalled[0])
+        with contextlib.suppress(Exception):  # after a SIGHUP the terminal may be gone: the exit code says it
+            sys.stderr.write(f"recoverykit: interrupted by {signal.Signals(signalled[0]).name}: every process of "
+                             f"the run was stopped; exit {session.exitstatus}\n")
+    stack.close()
+    config._recoverykit_signals = None  # type: ignore[attr-defined]

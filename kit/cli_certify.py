@@ -3,7 +3,8 @@
 The failpoint broker is the conformance environment's own (``recoverykit.conformance.broker``), so
 nothing is wired in here. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage (a malformed
 ``--baseline`` too); accepted findings (``--accept``, ``--baseline``) decide none of them;
-143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``).
+143 / 130 / 129 when SIGTERM / SIGINT / SIGHUP stopped the run (``recoverykit.signals``; every ending:
+docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
 
     Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error;
-    interrupted by SIGTERM 143, by SIGINT 130 (partial results.json marked incomplete).
+    interrupted by SIGTERM 143, by SIGINT 130, by SIGHUP 129 (partial results.json marked incomplete).
     """
     from recoverykit.conformance.certify import Options
     from recoverykit.conformance.certify import certify as run
@@ -101,10 +102,11 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
                       settings_profile=settings_profile, only=tuple(only),
                       progress=progress, strict_evidence=strict_evidence, acceptance=acceptance,
                       write_baseline=write_baseline)
+    from recoverykit.conformance import subreaper
     from recoverykit.conformance.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up
     try:
-        with signals.handled(), bar:
+        with subreaper.adopting(), signals.handled(), bar:  # orphans of the run are the kit's: reaped at its end
             cert = run(options)
     except InvalidArgument as exc:
         raise click.UsageError(str(exc)) from None

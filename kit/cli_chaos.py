@@ -4,7 +4,7 @@
 against an adapter (default: the bundled reference runtime), prints one line per case on stderr, and
 writes results.json plus the failure-acceptance report (JSON, Markdown, HTML) and a bundle per
 failing case into ``--out``. ``merge`` joins shard outputs. Exits: 0 valid, 1 invalid, 2 unknown,
-64 usage error; 143 / 130 when SIGTERM / SIGINT stopped the run (``recoverykit.signals``: every process
+64 usage error; 143 / 130 / 129 when SIGTERM / SIGINT / SIGHUP stopped the run (``recoverykit.signals``: every process
 of the run reaped, results.json of the finished cases marked incomplete).
 """
 
@@ -115,6 +115,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     from recoverykit.chaos.cases import enumerate_cases, parse_case_id
     from recoverykit.chaos.dry_run import TRACE_FILE, Trace
     from recoverykit.chaos.shard import parse_shard, select
+    from recoverykit.conformance import subreaper
     from recoverykit.conformance.acceptance import load
     from recoverykit.conformance.errors import AdapterCommandError
     from recoverykit.conformance.reaper import reap_stale
@@ -150,6 +151,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             held.enter_context(claim(out))
         except InvalidArgument as exc:
             raise UsageError(str(exc)) from None
+        held.enter_context(subreaper.adopting())  # orphans of the run (its xdist workers' too) are reaped at its end
         with signals.handled():
             try:
                 if replay is None and random_waves is None:

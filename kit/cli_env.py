@@ -43,7 +43,8 @@ def provider(script_path: str, ledger_path: str, port: int) -> None:
     except (ValidationError, ValueError) as exc:
         raise UsageError(f"the provider script {script_path} is not valid: {exc}") from None
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    from recoverykit.conformance.interrupts import SIGNALS
+    for sig in SIGNALS:  # SIGHUP too: a closed terminal closes the provider as Ctrl-C does
         signal.signal(sig, lambda *_: stop.set())
     click.echo(json.dumps({"base_url": running.base_url, "ledger": str(Path(ledger_path).resolve()),
                            "token": running.token}), nl=True)

@@ -37,7 +37,7 @@ class EventNotEnabled(ModelError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """The kit was asked to stop (SIGINT, SIGTERM): ``signum`` says which; the exit is 128 + signum.
+    """The kit was asked to stop (SIGINT, SIGTERM, SIGHUP): ``signum`` says which; the exit is 128 + signum.
 
     A KeyboardInterrupt, so ``except Exception`` never swallows it and every ``finally`` on the way
     out still runs (reaping, partial results).

@@ -78,3 +78,25 @@ def test_a_process_without_memory_is_no_proof_of_a_dropped_marker():
         child.kill()
         child.wait()
     assert not proc_markers.has_memory(child.pid)  # reaped: gone
+
+
+def test_while_the_kit_adopts_orphans_a_sibling_it_spawned_is_not_kin_but_an_adopted_one_is():
+    """As a subreaper (conformance.subreaper) the kit's children include adopted runtime processes: only the
+    ones it spawned itself (``own``) are skipped."""
+    from recoverykit.conformance import subreaper
+    with subreaper.adopting() as on:
+        adapter = subreaper.own(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                                                 stdin=subprocess.PIPE, start_new_session=True))
+        files = frozenset({os.readlink(f"/proc/self/fd/{adapter.stdin.fileno()}")})
+        sibling = subreaper.own(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                                                 pass_fds=(adapter.stdin.fileno(),), start_new_session=True))
+        stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],  # not the kit's own
+                                 pass_fds=(adapter.stdin.fileno(),), start_new_session=True)
+        try:
+            found = {p.pid for p in client_process.kin(adapter.pid, files)}
+            assert sibling.pid not in found
+            assert stray.pid in found or not on
+        finally:
+            for proc in (stray, sibling, adapter):
+                proc.kill()
+                proc.wait()

@@ -8,7 +8,10 @@ It starts ``python -m recoverykit.impl`` and relays every line both ways, except
 - ``foreign PID``: every ``processes`` reply also lists PID (a process outside the run) as a worker;
 - ``hang_start``: ``start`` requests are swallowed, never answered (the runtime never comes up);
 - ``unmarked_child``: on each ``start``, a double-forked ``sleep`` whose environment drops the run marker
-  (a runtime child that escapes the marker); ARG, if given, is put on its command line as a tag.
+  (a runtime child that escapes the marker); ARG, if given, is put on its command line as a tag;
+- ``daemon TAG``: on each ``start``, a daemon proper: double-forked, its own session, every descriptor closed
+  (stdio on /dev/null), an environment with nothing of the run; TAG is on its command line. Only the kit
+  being its subreaper can find it.
 
 Used by tests/test_adversarial_procs.py. Runs with the kit's interpreter (psutil is available).
 """
@@ -60,6 +63,24 @@ def unmarked_grandchild() -> None:
     os.waitpid(pid, 0)
 
 
+def daemon() -> None:
+    """Fork twice; the grandchild leaves the session, closes every descriptor and execs with a scrubbed env."""
+    argv = [sys.executable, "-c", "import time; time.sleep(300)", ARG or "rk-daemon"]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                os.closerange(0, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 1024)
+                null = os.open(os.devnull, os.O_RDWR)  # fd 0
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin"})
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def main() -> None:
     inner = subprocess.Popen([sys.executable, "-m", "recoverykit.impl"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     lock = threading.Lock()
@@ -88,6 +109,8 @@ def main() -> None:
             continue
         if MODE == "unmarked_child" and msg.get("type") == "start":
             unmarked_grandchild()
+        if MODE == "daemon" and msg.get("type") == "start":
+            daemon()
         inner.stdin.write(line)
         inner.stdin.flush()
     inner.stdin.close()
