@@ -62,10 +62,17 @@ def test_a_worker_with_a_sigterm_handler_exits_0_under_every_graceful_kind(tmp_p
             wire.proc.kill()
             wire.proc.wait()
         wire.err.close()
-        for tool in tools:  # nothing of the test left behind, even when an assertion failed
-            if psutil.pid_exists(tool):
-                psutil.Process(tool).kill()
+        workers = [int(f.name.split("-", 1)[1]) for f in data.glob("tool-*")]  # the file names carry the workers
+        for left in [*workers, *tools]:  # nothing of the test left behind, even when an assertion failed
+            try:
+                proc = psutil.Process(left)
+                if str(ADAPTER) in " ".join(proc.cmdline()) or left in tools:
+                    proc.kill()
+            except psutil.Error:
+                pass
     err = (tmp_path / "adapter.err").read_text()
     assert f"worker {pid} exited with status 0" in err, err
     assert "Traceback" not in err, err
     assert not [t for t in tools if psutil.pid_exists(t) and psutil.Process(t).status() != psutil.STATUS_ZOMBIE]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(data) in " ".join(p.info["cmdline"] or [])
+                or (str(ADAPTER) in " ".join(p.info["cmdline"] or []) and p.pid in workers)]
