@@ -41,6 +41,7 @@ from recoverykit.conformance.checker import (
     check,
     pseudo_result,
 )
+from recoverykit.conformance.checks_script import unmet_by_failed_requests
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
 from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
@@ -300,7 +301,8 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
                     case.results = scenario.drive(run)
                 except (ProtocolError, OperationFailed, RecoveryKitError, TimeoutError) as exc:
                     case.message, failure = f"the scenario could not finish: {exc}", exc
-                case.results += check(run.evidence())
+                evidence = run.evidence()  # the drive's own results too: no goal is met by an unanswered request
+                case.results = unmet_by_failed_requests(evidence, case.results + check(evidence))
                 if failure is not None:
                     ended(case.results, failure)
     except AdapterCommandError:

@@ -524,9 +524,11 @@ CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
 
 
 def check(ev: Evidence) -> list[ClauseResult]:
-    """Every history clause, judged on one run's evidence; each result labelled with its evidence basis."""
-    return [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
-            for fn in all_checks() for result in fn(ev)]
+    """Every history clause, judged on one run's evidence; each result labelled with its evidence basis. None is
+    valid in a run where the kit's script ran out (``checks_script``)."""
+    from recoverykit.conformance.checks_script import unmet_by_failed_requests
+    return unmet_by_failed_requests(ev, [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
+                                         for fn in all_checks() for result in fn(ev)])
 
 
 def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:

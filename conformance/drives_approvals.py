@@ -155,10 +155,10 @@ def drive_deny(run: Run) -> list[ClauseResult]:
     if paused:
         time.sleep(PAUSED_WATCH_S)  # a runtime whose decision resumes the work asks its model now
         run.op("resume", work_id=work_id)
-    _, final = run.settle(sc.SETTLE_S)
+    quiet, final = run.settle(sc.SETTLE_S)
     results = _asked(ids)
     if ids:
-        results.append(sc.expect_desired(final, [work_id], {"done"}, "RI-02", "after the user denied the write"))
+        results.append(sc.expect_desired(final, [work_id], {"done"}, "RI-02", "after the user denied the write", quiet))
     return results
 
 

@@ -116,6 +116,12 @@ class Diverged(UnsatisfiedAssumption):
         return f"{self.clause_id} (known): {self.text}"
 
 
+class NotSettled(UnsatisfiedAssumption):
+    """Work meant to run was still queued or running when ``settle`` stopped waiting (quiesce said not quiescent):
+    the program proves nothing about RI-02, so it is discarded (a Hypothesis rejection) and the search goes on;
+    ``LockstepConfig.unsettled`` keeps the reason, and a search that found nothing else is unknown, never valid."""
+
+
 @dataclass
 class LockstepConfig:
     """What a machine class needs; the certifier reads ``runs`` and ``results`` afterwards."""
@@ -130,6 +136,7 @@ class LockstepConfig:
     known: set[str] = field(default_factory=set)  # clauses found earlier in this search or accepted: not raised
     repeats: dict[str, int] = field(default_factory=dict)  # per known clause: programs that broke it again
     first_text: dict[str, str] = field(default_factory=dict)  # per known clause: the first text seen again
+    unsettled: list[str] = field(default_factory=list)  # programs whose work had not settled (NotSettled)
 
 
 def make_machine(config: LockstepConfig) -> type[LockstepMachine]:
@@ -312,9 +319,17 @@ class LockstepMachine(RuleBasedStateMachine):
         items = {w["work_id"]: w for w in snap.get("work_items") or []}
         for work_id in stuck:
             seen = items.get(work_id, {})
-            if seen.get("status") not in ("waiting", "failed") or not seen.get("reason_code"):
-                self._broke("RI-02", f"{work_id} is meant to run but is {seen.get('status')} after every hold was "
-                                     f"released and the runtime {'reported quiescence' if quiescent else 'settled'}")
+            if seen.get("status") in ("waiting", "failed") and seen.get("reason_code"):
+                continue
+            if not quiescent and seen.get("status") in ("queued", "running"):
+                # still at work when the window closed: slow, not stuck. Unknown, never a recovery failure
+                text = (f"{work_id} is meant to run and was still {seen.get('status')} when the kit stopped waiting: "
+                        f"quiesce({FINAL_SETTLE_S:g}) answered quiescent: false (the kit gave the runtime "
+                        f"{FINAL_SETTLE_S:g} s after every hold was released, after {self.last}); RI-02 not judged")
+                self.config.unsettled.append(text)
+                raise NotSettled(text)
+            self._broke("RI-02", f"{work_id} is meant to run but is {seen.get('status')} after every hold was "
+                                 f"released and the runtime {'reported quiescence' if quiescent else 'settled'}")
 
     # --- faults ------------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from recoverykit.conformance.checker import COMPLETION, PROTOCOL, ClauseResult
 from recoverykit.conformance.errors import ProtocolError
-from recoverykit.conformance.lockstep import Broke, Diverged, LockstepConfig, make_machine
+from recoverykit.conformance.lockstep import Broke, Diverged, LockstepConfig, NotSettled, make_machine
 from recoverykit.model.catalogue import RestartKind, Verdict
 
 
@@ -123,6 +123,9 @@ def run_program(config: LockstepConfig, steps: tuple[tuple[str, dict[str, Any]],
             machine.refines_the_model_and_keeps_history_clauses()
     except Diverged:  # a known clause broke where the model cannot follow: the program is over, nothing new
         lines.append("# discarded: a known clause broke")
+    except NotSettled as exc:  # the runtime was still at work when the kit stopped waiting: no verdict
+        lines.append("# discarded: the work had not settled")
+        outcome.verdict, outcome.message = Verdict.UNKNOWN, str(exc)
     except Exception as exc:
         _ended(outcome, exc, "the program could not finish")
     finally:
@@ -210,8 +213,8 @@ def _absorb(config: LockstepConfig, outcome: LockstepOutcome, found: LockstepOut
             outcome.findings.append(Finding(found.clause_id, found.message, found.report, source,
                                             config.runs[-1] if config.runs else None))
         return True
-    if found.verdict is Verdict.VALID:
-        return True
+    if found.verdict is Verdict.VALID or (found.verdict is Verdict.UNKNOWN and found.ended is None):
+        return True  # valid, or a program whose work had not settled (``config.unsettled``): search on
     outcome.verdict, outcome.message, outcome.ended = found.verdict, found.message, found.ended
     outcome.ended_verdict, outcome.report = found.verdict, found.report
     return False
@@ -233,6 +236,12 @@ def _finish(config: LockstepConfig, outcome: LockstepOutcome) -> LockstepOutcome
     outcome.runs = list(config.runs)
     if outcome.verdict is Verdict.VALID and (not config.results or not config.compared):
         outcome.verdict = Verdict.UNKNOWN
+    if config.unsettled:  # RI-02 unjudged there: unknown from these programs, never valid from them
+        more = f" (and {len(config.unsettled) - 1} more program(s))" if len(config.unsettled) > 1 else ""
+        text = f"not settled: {config.unsettled[0]}{more}"
+        outcome.results.append(ClauseResult("RI-02", Verdict.UNKNOWN, text))
+        if outcome.verdict is Verdict.VALID or (outcome.verdict is Verdict.UNKNOWN and not outcome.message):
+            outcome.verdict, outcome.message = Verdict.UNKNOWN, text
     return outcome
 
 

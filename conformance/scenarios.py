@@ -213,18 +213,30 @@ def item(snapshot: dict[str, Any], work_id: str | None) -> dict[str, Any] | None
 
 
 def expect_desired(snapshot: dict[str, Any], work_ids: list[str | None], allowed: set[str], clause_id: str,
-                   when: str) -> ClauseResult:
-    """``clause_id`` holds if every item's desired_state is in ``allowed`` at this observation."""
-    bad = []
+                   when: str, quiescent: bool = True, window_s: float = SETTLE_S) -> ClauseResult:
+    """``clause_id`` holds if every item's desired_state is in ``allowed`` at this observation.
+
+    ``quiescent`` is what the settle before it answered: an item still meant to run when the runtime had not
+    settled is slow, not wrong (unknown, with the window it was given), when ``allowed`` asks it to be finished."""
+    bad, slow = [], []
     for work_id in work_ids:
         found = item(snapshot, work_id)
         if found is None:
             bad.append(f"{work_id} is missing {when}")
         elif found["desired_state"] not in allowed:
-            bad.append(f"{work_id} desired_state is {found['desired_state']} {when} (expected {sorted(allowed)})")
+            text = f"{work_id} desired_state is {found['desired_state']} {when} (expected {sorted(allowed)})"
+            (slow if not quiescent and found["desired_state"] == "run" else bad).append(text)
     if None in work_ids:
         return _result(clause_id, Verdict.UNKNOWN, "a submit was not acknowledged")
+    if slow and not bad:
+        return _result(clause_id, Verdict.UNKNOWN, unsettled(slow[0], window_s))
     return _result(clause_id, Verdict.INVALID if bad else Verdict.VALID, bad[0] if bad else when, bad)
+
+
+def unsettled(what: str, window_s: float) -> str:
+    """Why a goal state a slow runtime had not reached yet is not judged."""
+    return (f"not judged: {what}, but the runtime had not settled: quiesce({window_s:g}) answered quiescent: false "
+            f"(the kit gave it {window_s:g} s)")
 
 
 def final_answer_times(ledger: list[dict[str, Any]]) -> dict[str, float]:
@@ -541,8 +553,8 @@ def drive_second_crash(run: Run) -> list[ClauseResult]:
     run.broker.wait_for_hit(SECOND_CRASH_POINT, timeout=SETTLE_S, held=True)
     run.kill("crash_during_recovery")
     run.start(failpoints="")
-    _, final = run.settle(SETTLE_S)
-    return [expect_desired(final, [work_id], {"done"}, "RI-02", "after a crash during recovery")]
+    quiet, final = run.settle(SETTLE_S)
+    return [expect_desired(final, [work_id], {"done"}, "RI-02", "after a crash during recovery", quiet)]
 
 
 def _needs_second_crash_point(run: Run) -> str | None:
@@ -833,6 +845,11 @@ def chaos_only_script(script_id: str, tool: str = "probe_unknown", usage: str = 
                   {"text": f"done {script_id}", "usage": {"prompt_tokens": 40, "completion_tokens": 3}}, usage=usage)
 
 
+def _with_step(body: dict, step: dict) -> dict:
+    """``body`` (a script) with one more step at its end."""
+    return {**body, "steps": [*body["steps"], step]}
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("chat_unknown_write", "chat with an unknown-effect write, crash before its result is committed", _CHAT,
              (script("write", tool_step("probe_unknown", {"hold": True}), text_step()),), ("probe_unknown",),
@@ -895,8 +912,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="end",
                    clauses=("FA-14", "RI-03"))),
     Scenario("input_during_recovery", "the user sends new input while recovery is held at a recovery phase", _CHAT,
-             # a read-only tool: the new input's own turn may ask for it again, which is no re-run
-             (chaos_only_script("dri", "probe_read", usage="final", hold=HOLD_TWICE),), ("probe_read",),
+             # a read-only tool: the new input's own turn may ask for it again, which is no re-run; a runtime that
+             # answers the new input in its own turn, after the recovered one, asks for a third step
+             (_with_step(chaos_only_script("dri", "probe_read", usage="final", hold=HOLD_TWICE),
+                         text_step("done dri, second input")),), ("probe_read",),
              ("INP-01", "RI-02", "CTL-05", "FA-14"), _during_recovery("input"),
              Chaos(kinds=(_K.FRONTEND_RELOAD, _K.TREE_KILL), points=("recovery.claim.after",), during="input",
                    clauses=("FA-14", "INP-01"))),

@@ -69,7 +69,9 @@ def goal(snapshot: dict[str, Any], goal_id: str | None) -> dict[str, Any] | None
 
 
 def expect_state(snapshot: dict[str, Any], created: dict | None, states: set[str], clause_id: str,
-                 when: str) -> ClauseResult:
+                 when: str, quiescent: bool = True) -> ClauseResult:
+    """``clause_id`` holds if the Goal is in one of ``states``; a Goal still active when the settle before this
+    observation said the runtime had not settled (``quiescent`` false) is slow, not wrong: unknown."""
     if created is None:
         return _result(clause_id, Verdict.UNKNOWN, "goal_create was refused")
     found = goal(snapshot, created["goal_id"])
@@ -77,6 +79,9 @@ def expect_state(snapshot: dict[str, Any], created: dict | None, states: set[str
         return _result(clause_id, Verdict.UNKNOWN, f"Goal {created['goal_id']} not observed {when}")
     ok = found["state"] in states
     detail = f"Goal {created['goal_id']} is {found['state']} {when}"
+    if not ok and not quiescent and found["state"] == "active":
+        from recoverykit.conformance.scenarios import unsettled  # it imports this module
+        return _result(clause_id, Verdict.UNKNOWN, unsettled(f"{detail} (expected {sorted(states)})", GOAL_SETTLE_S))
     return _result(clause_id, Verdict.VALID if ok else Verdict.INVALID,
                    detail if ok else f"{detail} (expected {sorted(states)})")
 
@@ -153,8 +158,9 @@ TIMED = goal_script("gt", [{**work("[[goal:todo t1]] one"), "faults": HOLD_VERIF
 def drive_three_turns(run: Run) -> list[ClauseResult]:
     run.start()
     created = create(run, "gw")
-    _, final = run.settle(GOAL_SETTLE_S)
-    return [expect_state(final, created, {"achieved"}, "ACC-04", "after three work turns and one acceptance")]
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, created, {"achieved"}, "ACC-04", "after three work turns and one acceptance",
+                         final_quiet)]
 
 
 def drive_restart(run: Run) -> list[ClauseResult]:
@@ -168,12 +174,12 @@ def drive_restart(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")
     run.provider.release(cut=True)
     run.start(clock_offset_s=run.clock_offset_s + DOWNTIME_JUMP_S)
-    _, final = run.settle(GOAL_SETTLE_S)
-    out = [expect_state(final, created, {"achieved"}, "GOAL-01", "after a kill mid-work")]
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
+    out = [expect_state(final, created, {"achieved"}, "GOAL-01", "after a kill mid-work", final_quiet)]
     run.kill("tree_kill")
     run.start()
-    _, again = run.settle(GOAL_SETTLE_S)
-    out.append(expect_state(again, created, {"achieved"}, "GOAL-06", "after another restart"))
+    again_quiet, again = run.settle(GOAL_SETTLE_S)
+    out.append(expect_state(again, created, {"achieved"}, "GOAL-06", "after another restart", again_quiet))
     create(run, "gk2")  # a later Goal ends too: the first one's terminal record stays its own (GOAL-10)
     run.settle(GOAL_SETTLE_S)
     return out
@@ -218,8 +224,9 @@ def drive_pause_during_verifying(run: Run) -> list[ClauseResult]:
     run.op("submit", session_id="s-gpc", text=f"{script_tag('gpc')} ordinary chat", client_msg_id="c-gpc-1")
     run.settle(GOAL_SETTLE_S)  # ordinary chat while the Goal is paused: none of its usage is the Goal's (USG-02)
     run.op("resume", work_id=created["work_id"])
-    _, final = run.settle(GOAL_SETTLE_S)
-    out.append(expect_state(final, created, {"achieved"}, "GOAL-05", "after Resume: acceptance again, then achieved"))
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
+    out.append(expect_state(final, created, {"achieved"}, "GOAL-05", "after Resume: acceptance again, then achieved",
+                            final_quiet))
     return out
 
 
@@ -227,9 +234,11 @@ def drive_blocker(run: Run) -> list[ClauseResult]:
     run.start()
     blocked = create(run, "gb")
     independent = create(run, "gi")
-    _, final = run.settle(GOAL_SETTLE_S)
-    return [expect_state(final, blocked, {"blocked"}, "GOAL-07", "after the same blocker twice, no other work"),
-            expect_state(final, independent, {"achieved"}, "GOAL-07", "with independent work left beside the blocker")]
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, blocked, {"blocked"}, "GOAL-07", "after the same blocker twice, no other work",
+                         final_quiet),
+            expect_state(final, independent, {"achieved"}, "GOAL-07", "with independent work left beside the blocker",
+                         final_quiet)]
 
 
 def drive_unknown_cost(run: Run) -> list[ClauseResult]:
@@ -247,11 +256,14 @@ def drive_unknown_cost(run: Run) -> list[ClauseResult]:
             time.sleep(0.05)
         run.observe()
         run.provider.release()
-    _, final = run.settle(GOAL_SETTLE_S)
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
     found = goal(final, created["goal_id"]) if created else None
     if found is None:
         return [_result("USG-16", Verdict.UNKNOWN, "the Goal was not observed")]
     ok = found["state"] == "paused" and found["reason_code"] == "budget_unknown_cost"
+    if not ok and not final_quiet and found["state"] == "active":  # slow, not wrong
+        from recoverykit.conformance.scenarios import unsettled
+        return [_result("USG-16", Verdict.UNKNOWN, unsettled(f"the Goal is {found['state']}", GOAL_SETTLE_S))]
     return [_result("USG-16", Verdict.VALID if ok else Verdict.INVALID,
                     f"the Goal is {found['state']} ({found['reason_code']}) after an unknown-cost response")]
 
@@ -261,16 +273,17 @@ def drive_budget_raised(run: Run) -> list[ClauseResult]:
     created = create(run, "ge", EXHAUST_LIMIT)
     if created is None:
         return [_result("USG-16", Verdict.UNKNOWN, "goal_create was refused")]
-    _, exhausted = run.settle(GOAL_SETTLE_S)
-    out = [expect_state(exhausted, created, {"budget_exhausted"}, "USG-16", "once the spent tokens reach the limit")]
+    exhausted_quiet, exhausted = run.settle(GOAL_SETTLE_S)
+    out = [expect_state(exhausted, created, {"budget_exhausted"}, "USG-16", "once the spent tokens reach the limit",
+                        exhausted_quiet)]
     resumed = run.op("resume", work_id=created["work_id"])
     _, still = run.settle(GOAL_SETTLE_S)
     left = goal(still, created["goal_id"])
     if resumed.ok and left is not None and left["state"] != "budget_exhausted":
         out.append(_result("USG-16", Verdict.INVALID, f"a Resume without a budget change made it {left['state']}"))
     run.op("budget_set", work_id=created["work_id"], limit={"max_tokens": 100000, "max_cost_usd": None})
-    _, final = run.settle(GOAL_SETTLE_S)
-    out.append(expect_state(final, created, {"achieved"}, "USG-15", "after the budget was raised"))
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
+    out.append(expect_state(final, created, {"achieved"}, "USG-15", "after the budget was raised", final_quiet))
     return out
 
 
@@ -308,8 +321,8 @@ def drive_live_wait(run: Run) -> list[ClauseResult]:
     run.observe()
     run.external(f"op-{token}", "completed")
     notify(run, f"op-{token}")
-    _, final = run.settle(GOAL_SETTLE_S)
-    return [expect_state(final, created, {"achieved"}, "GOAL-08", "after its live wait was notified")]
+    final_quiet, final = run.settle(GOAL_SETTLE_S)
+    return [expect_state(final, created, {"achieved"}, "GOAL-08", "after its live wait was notified", final_quiet)]
 
 
 # --- budget reservations (protocol 1.4: the snapshot section ``reservations``; judged by checks_reservations) ------

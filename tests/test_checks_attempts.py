@@ -46,11 +46,14 @@ def _receipt(n: int, usage: str, tokens: tuple[int, int] | None) -> dict:
 HONEST = [_receipt(1, "partial", (30, 4)), _receipt(2, "unknown", None), _receipt(3, "known", (30, 12))]
 
 
-def _evidence(receipts=HONEST, ledger=None, *, kill_at=None, scheduled=True) -> Evidence:
+def _evidence(receipts=HONEST, ledger=None, *, kill_at=None, scheduled=True, noticed_at=None) -> Evidence:
     rec = Recorder(clock=lambda: rec.now)
     rec.now = 0.5
     op = rec.invoke("submit", {"session_id": "s1", "text": "[[rk-script:pf]] hi", "client_msg_id": "c1"})
     rec.complete(op, "ok", {"work_id": "w1", "input_id": "i1"})
+    if noticed_at is not None:  # the runtime's own word that it had seen the cut and scheduled its retry
+        rec.now = noticed_at
+        rec.observe({"work_items": [{"work_id": "w1", "status": "waiting", "reason_code": "retry_scheduled"}]})
     if kill_at is not None:
         rec.now = kill_at - 0.05
         reason = "retry_scheduled" if scheduled else "running"
@@ -116,7 +119,7 @@ def test_a_running_total_taken_as_known_breaks_the_lower_bound():
 
 def test_a_retry_time_lost_in_a_restart_is_a_burst():
     ledger = _ledger(times=((1.0, 1.1), (2.1, 2.2), (2.4, 2.5)))
-    result = check_backoff(_evidence(ledger=ledger, kill_at=2.3))[0]
+    result = check_backoff(_evidence(ledger=ledger, kill_at=2.3, noticed_at=1.15))[0]
     assert result.verdict is Verdict.INVALID
     assert "did not survive" in result.text
 
@@ -127,8 +130,25 @@ def test_a_restart_before_the_retry_was_scheduled_is_recovery_not_backoff():
 
 
 def test_a_shrinking_wait_without_a_restart_is_no_backoff():
+    ledger = _ledger(times=((1.0, 1.1), (2.1, 2.2), (2.3, 2.4)))  # the runtime had seen the cut by 1.15
+    assert check_backoff(_evidence(ledger=ledger, noticed_at=1.15))[0].verdict is Verdict.INVALID
+
+
+def test_a_client_noticing_a_cut_late_is_not_a_shrinking_backoff():
+    """The gap after a cut includes the client's time to notice it: 1.0 s then 0.2 s proves nothing when the
+    runtime may have waited 0.1 s, then 0.2 s. Unknown, saying why (the old check: invalid)."""
     ledger = _ledger(times=((1.0, 1.1), (2.1, 2.2), (2.3, 2.4)))
-    assert check_backoff(_evidence(ledger=ledger))[0].verdict is Verdict.INVALID
+    result = check_backoff(_evidence(ledger=ledger))[0]
+    assert result.verdict is Verdict.UNKNOWN
+    assert "notice the cut" in result.text
+
+
+def test_a_late_word_of_the_runtime_bounds_what_it_waited_after_a_cut():
+    ledger = _ledger(times=((1.0, 1.1), (2.1, 2.2), (2.3, 2.4)))
+    assert check_backoff(_evidence(ledger=ledger, noticed_at=2.0))[0].verdict is Verdict.UNKNOWN  # >= 0.1 s its own
+    two_errors = _ledger(times=((1.0, 1.1), (2.1, 2.2), (2.3, 2.4)))
+    two_errors[1].update(status=503, delivered=True, cut=None)  # an error answer: the gap is the runtime's
+    assert check_backoff(_evidence(ledger=two_errors))[0].verdict is Verdict.INVALID
 
 
 def test_jitter_within_a_quarter_is_allowed():

@@ -9,7 +9,9 @@ does not wait. A process that exits before it is ready is an error with its exit
 with its role, and every live descendant of them as ``tool`` (a probe tool the runtime runs as a child),
 with psutil's create time so the kit never kills a reused pid. On Linux the adapter makes itself a
 child subreaper, so a tool whose worker the kit killed is re-parented to the adapter, not to init, and
-stays listed (and reaped) until it ends. ``stop()`` is SIGTERM, a bounded wait, then SIGKILL.
+stays listed (and reaped) until it ends. ``stop()`` is SIGTERM, a bounded wait, then SIGKILL; with ``tools``
+the strays (descendants that are not supervised) are swept only after that, so a worker always gets its
+SIGTERM and its grace period.
 """
 
 from __future__ import annotations
@@ -161,13 +163,17 @@ class Supervisor:
                             os.waitpid(proc.pid, os.WNOHANG)
 
     def stop(self, role: str | None = None, grace_s: float = STOP_GRACE_S, tools: bool = False) -> None:
-        """SIGTERM, wait up to ``grace_s``, then SIGKILL; ``tools`` also kills every descendant first."""
+        """Graceful: SIGTERM the supervised processes (of ``role``, or all), wait up to ``grace_s``, SIGKILL any
+        still alive; only then, with ``tools``, SIGKILL every stray descendant left (a tool child, an orphan).
+
+        The supervised processes are never among the strays: with the adapter a child subreaper, its own
+        descendants include them, and sweeping first would SIGKILL the worker before its SIGTERM (a graceful
+        restart that was really a kill). A worker may end its own tools in its grace period; what it leaves is
+        swept. Strays are named before the SIGTERM too (pid and create time), since without a subreaper a
+        worker's children go to init when it exits."""
         with self.lock:
             chosen = [c for c in self.children if role is None or c.role == role]
-        killed = self._descendants() if tools else []
-        for pid in killed:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        strays = self._strays(chosen) if tools else {}
         for child in chosen:
             if child.alive():
                 with contextlib.suppress(OSError):
@@ -183,10 +189,39 @@ class Supervisor:
                 child.popen.wait(5)
         with self.lock:
             self.children = [c for c in self.children if c not in chosen]
+        if not tools:
+            return
+        strays.update(self._strays(chosen))  # orphans the stopped processes left to this subreaper
+        killed = []
+        for pid, create_time in strays.items():
+            if identity(pid, create_time) is not None:  # the same process still (a pid may be reused)
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
         deadline = time.monotonic() + 2.0  # SIGKILL is asynchronous: wait until the tools are really gone
-        while any(identity(pid) for pid in killed) and time.monotonic() < deadline:
+        while any(identity(pid, strays[pid]) for pid in killed) and time.monotonic() < deadline:
             if self.subreaper:
                 self._reap_orphans()
             time.sleep(0.01)
         if self.subreaper:
             self._reap_orphans()
+
+    def _strays(self, chosen: list[Child]) -> dict[int, float | None]:
+        """Descendants that are not supervised processes, nor below a supervised process that is not being
+        stopped (another role's tools are its own): pid -> create time."""
+        with self.lock:
+            supervised = {c.pid for c in self.children if c.alive()}
+        stopping = {c.pid for c in chosen}
+        spared: set[int] = set()
+        for pid in supervised - stopping:
+            spared.add(pid)
+            with contextlib.suppress(psutil.Error):
+                spared.update(p.pid for p in psutil.Process(pid).children(recursive=True))
+        out: dict[int, float | None] = {}
+        for pid in self._descendants():
+            if pid in supervised or pid in spared:
+                continue
+            found = identity(pid)
+            if found is not None:
+                out[pid] = found["create_time"]
+        return out

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """A small but real runtime behind the adapter protocol, for the kit's own certify tests.
 
-``python tests/adapters/mini_runtime.py [--bug resume_paused|rerun_unknown|sum_usage[,...]] [--no-request-id]``
+``python tests/adapters/mini_runtime.py [--bug resume_paused|rerun_unknown|sum_usage[,...]] [--no-request-id]
+[--slow-start SECONDS] [--turn-per-input] [--notice-delay SECONDS]``
 
 This process is the adapter and the control service: it saves user controls in ``state.db``
 before acknowledging them. The work is done by a separate worker process (``mini_worker.py``) that
 makes real streaming HTTP calls to the kit's scripted provider (with ``X-Request-Id``) and runs the
 kit's probe tools as real child processes. Honest by default; each ``--bug`` breaks one clause
-(see ``mini_worker``). Standard library only (plus the kit's copyable failpoint client).
+(see ``mini_worker``). The other switches are honest behaviours of real runtimes the kit must not
+misjudge: a slow first model call, one turn per input with the session's history, a client that notices a cut
+stream late. Standard library only (plus the kit's copyable failpoint client).
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ class Refused(Exception):
 
 
 class Mini:
-    def __init__(self, bug: str, profiles: list[str] | None = None, no_request_id: bool = False) -> None:
+    def __init__(self, bug: str, profiles: list[str] | None = None, no_request_id: bool = False,
+                 honest: dict | None = None) -> None:
         self.bug = bug
         self.no_request_id = no_request_id
+        self.honest = honest or {}  # slow_start, turn_per_input, notice_delay (mini_worker)
         self.profiles = profiles or ["chat_core"]
         self.data_dir = ""
         self.db = None
@@ -63,7 +68,7 @@ class Mini:
         self.data_dir, self.marker, self.socket = req["data_dir"], req["run_marker"], req["failpoint_socket"]
         self.db = connect(self.data_dir)
         config = {"provider_base_url": req["provider_base_url"], "tools": req["probe_tools"], "bug": self.bug,
-                  "no_request_id": self.no_request_id}
+                  "no_request_id": self.no_request_id, **self.honest}
         with open(os.path.join(self.data_dir, "config.json"), "w") as f:
             json.dump(config, f)
         return {"name": "mini-runtime" + (f"-{self.bug}" if self.bug else ""), "version": "0.1.0",
@@ -269,8 +274,17 @@ def main() -> int:
                              "the kit must report as unknown, never as passed")
     parser.add_argument("--no-request-id", action="store_true",
                         help="send no X-Request-Id; name each receipt by the response id, as OpenAI clients keep it")
+    parser.add_argument("--slow-start", type=float, default=0.0, metavar="SECONDS",
+                        help="each worker's first model request waits this long (a framework importing its model "
+                             "client at the first call): longer than the kit's settle window, the work is unsettled")
+    parser.add_argument("--turn-per-input", action="store_true",
+                        help="answer each queued input in its own turn, with the session's earlier turns as history "
+                             "(no input joins a recovered turn), and fail a turn the provider refuses (HTTP 4xx)")
+    parser.add_argument("--notice-delay", type=float, default=0.0, metavar="SECONDS",
+                        help="the HTTP client notices a cut stream this long after the provider cut it")
     ns = parser.parse_args()
-    Mini(ns.bug, ns.profiles.split(","), ns.no_request_id).serve()
+    honest = {"slow_start": ns.slow_start, "turn_per_input": ns.turn_per_input, "notice_delay": ns.notice_delay}
+    Mini(ns.bug, ns.profiles.split(","), ns.no_request_id, honest).serve()
     return 0
 
 

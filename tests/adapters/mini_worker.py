@@ -10,6 +10,15 @@ Started by ``mini_runtime.py`` as a real child process; everything it knows come
 
 ``--no-request-id`` (not a bug) sends no ``X-Request-Id`` and renames each receipt to the response id
 (``chatcmpl-...``) once the reply is read, as a runtime on an OpenAI client would keep it.
+
+Honest behaviours of real runtimes (not bugs; the kit must not call them invalid):
+
+- ``slow_start``: a worker's first model request waits this many seconds (a framework that imports its model client
+  at the first call), so work is unsettled past the kit's settle window;
+- ``turn_per_input``: each queued input of a session is answered in its own turn, with the session's earlier work
+  items as history (no later input joins a recovered turn); a turn the provider refuses (HTTP 4xx other than
+  408 / 409 / 429) fails: ``failed`` / ``retry_exhausted``;
+- ``notice_delay``: the HTTP client notices a cut stream this many seconds after the provider cut it.
 """
 
 from __future__ import annotations
@@ -49,6 +58,11 @@ class Cut(OSError):
         self.usage = usage
 
 
+class Refusal(Exception):
+    """The provider refused the request for good (HTTP 4xx, not one worth retrying)."""
+
+
+RETRYABLE = (408, 409, 429)
 SAFE = ("read_only", "state_probe")  # what may run while an earlier write's outcome is unknown
 
 
@@ -59,6 +73,9 @@ class Worker:
             self.cfg = json.load(f)
         self.bugs = set(filter(None, (self.cfg.get("bug") or "").split(",")))
         self.no_request_id = bool(self.cfg.get("no_request_id"))
+        self.slow_start = float(self.cfg.get("slow_start") or 0)
+        self.turn_per_input = bool(self.cfg.get("turn_per_input"))
+        self.notice_delay = float(self.cfg.get("notice_delay") or 0)
         self.host = os.environ.get("MINI_HOST_ID", "host-a")
         self.offset = float(os.environ.get("MINI_CLOCK_OFFSET_S", "0") or 0)
         self.db = connect(data_dir)
@@ -103,6 +120,15 @@ class Worker:
                 failures.pop(item["work_id"], None)
             except Stale:
                 continue
+            except Refusal as exc:  # turn_per_input: the provider refused this turn; it fails, no retry
+                print(f"mini-worker: step of {item['work_id']} refused: {exc}", file=sys.stderr)
+                with tx(self.db):
+                    self.db.execute("UPDATE work SET status='failed', reason='retry_exhausted' WHERE work_id=? AND "
+                                    "desired='run'", (item["work_id"],))
+                    self.db.execute("UPDATE leases SET released=1 WHERE work_id=?", (item["work_id"],))
+                    self.db.execute("UPDATE turns SET status='interrupted' WHERE work_id=? AND status='active'",
+                                    (item["work_id"],))
+                continue
             except (OSError, RuntimeError, ValueError) as exc:  # provider cut or refused: retry, growing pace
                 n = failures[item["work_id"]] = failures.get(item["work_id"], 0) + 1
                 print(f"mini-worker: step of {item['work_id']} failed: {exc!r}; retrying", file=sys.stderr)
@@ -138,7 +164,12 @@ class Worker:
             return
         messages = json.loads(item["messages"])
         tried = len(rows(self.db, "SELECT 1 FROM receipts WHERE work_id=?", (work_id,)))
-        if tried > sum(1 for m in messages if m["role"] == "assistant"):
+        if self.turn_per_input:  # the session's earlier turns are this turn's history
+            earlier = rows(self.db, "SELECT messages FROM work WHERE session_id=? AND created<? ORDER BY created",
+                           (item["session_id"], item["created"]))
+            history = [m for r in earlier for m in json.loads(r["messages"])]
+            messages = [*history, *messages]
+        elif tried > sum(1 for m in messages if m["role"] == "assistant"):
             # this step was asked before and never answered (a restart or a fault cut it): the session's inputs
             # queued since then go with the retry, so an input acknowledged while the step was under way is not
             # left behind by the old turn's recovery (CTL-05; each still gets its own turn after)
@@ -282,6 +313,9 @@ class Worker:
     # --- the provider --------------------------------------------------------------------------------
 
     def call_provider(self, messages: list, request_id: str, work_id: str) -> dict:
+        if self.slow_start:  # the first model call of this process: the model client is still being loaded
+            time.sleep(self.slow_start)
+            self.slow_start = 0.0
         url = urllib.parse.urlsplit(self.cfg["provider_base_url"])
         body = dumps({"model": "mini", "messages": messages, "stream": True,
                       "stream_options": {"include_usage": True}})
@@ -291,6 +325,8 @@ class Worker:
                               **({} if self.no_request_id else {"X-Request-Id": request_id})})
         failpoint("provider.request.after", work_id)
         resp = conn.getresponse()
+        if resp.status != 200 and self.turn_per_input and 400 <= resp.status < 500 and resp.status not in RETRYABLE:
+            raise Refusal(f"provider answered {resp.status}: {resp.read()[:200]!r}")
         if resp.status != 200:
             raise RuntimeError(f"provider answered {resp.status}: {resp.read()[:200]!r}")
         text, calls, usage, response_id, done = "", {}, None, None, False
@@ -321,6 +357,7 @@ class Worker:
                     slot["function"]["arguments"] += fn.get("arguments") or ""
         conn.close()
         if not done:
+            time.sleep(self.notice_delay)  # the client noticed the cut only now
             raise Cut(text, usage)
         return {"text": text, "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "id": response_id}
 
