@@ -14,6 +14,8 @@ merge`` joins the results.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -138,7 +140,11 @@ def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
 
 def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any], *, mode: str, shard: Shard,
                      selection: dict[str, Any], seed: int, started: float, wall_s: float,
-                     trace: Trace | None = None, acceptance: Acceptance = Acceptance()) -> dict[str, Any]:
+                     trace: Trace | None = None, acceptance: Acceptance = Acceptance(),
+                     run_cases: Sequence[str] | None = None) -> dict[str, Any]:
+    """The results document of these case results. ``run_cases``: the ids of every case of the whole run this
+    shard is part of (before ``--shard`` took its part), recorded so that ``merge`` can tell a complete shard
+    set from an incomplete one (``reports.shard_set``)."""
     reachable = {(c.point, c.kind) for c in enumerate_cases(trace)} if trace is not None else None
     never = never_reached(trace, declared) if trace is not None and selection.get("scenarios") == "all" else []
     cov = coverage.classify(results, declared["failpoints"], declared["restart_kinds"],
@@ -159,7 +165,23 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
             "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
             "clauses": clause_summary(results), "coverage": cov, "cases": list(results),
             "acceptance": acceptance_block(results, acceptance), "findings": findings(results, acceptance.accepted),
+            "run": run_block(run_cases, trace),
             **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})}
+
+
+def run_block(run_cases: Sequence[str] | None, trace: Trace | None) -> dict[str, Any]:
+    """What identifies the whole run a shard belongs to: its case list and the dry-run trace it came from."""
+    return {"cases": len(run_cases) if run_cases is not None else None,
+            "case_ids": sorted(run_cases) if run_cases is not None else None,
+            "trace_sha256": trace_digest(trace) if trace is not None else None}
+
+
+def trace_digest(trace: Trace) -> str:
+    """The sha256 of what in a trace decides the case list (the points reached, what was left out and why; not
+    the seconds it took, nor the adapter's command line, which differs between CI machines)."""
+    doc = trace.as_dict()
+    kept = {k: v for k, v in doc.items() if k not in ("seconds", "total_s", "adapter")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _dry_run_summary(trace: Trace) -> dict[str, Any]:
@@ -200,14 +222,15 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     declared = declare(adapter, base)
     the_trace: Trace | None = None
     if replay is not None:
-        cases = [parse_case_id(replay)]
+        cases = every = [parse_case_id(replay)]
         selection: dict[str, Any] = {"replay": replay, "points": [cases[0].point], "kinds": [cases[0].kind]}
     else:
         the_trace = load_trace(trace, adapter, declared, scenarios, base, timeout_s, durable_writes)
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             the_trace.write(out / TRACE_FILE)
-        cases = select(enumerate_cases(the_trace, scenarios, points, kinds), shard)
+        every = enumerate_cases(the_trace, scenarios, points, kinds)
+        cases = select(every, shard)
         selection = {"scenarios": scenarios or "all", "durable_writes": the_trace.durable_writes,
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
@@ -225,13 +248,15 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     except KeyboardInterrupt as exc:  # SIGINT / SIGTERM: a document of the cases that finished, marked incomplete
         done = list(getattr(exc, "partial_results", []))
         doc = results_document(done, declared, mode=mode, shard=shard, selection=selection, seed=seed,
-                               started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance)
+                               started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance,
+                               run_cases=[c.id for c in every])
         exc.partial_document = incomplete(doc, exc, len(cases))  # type: ignore[attr-defined]
         raise
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
     return results_document(results, declared, mode=mode, shard=shard, selection=selection, seed=seed,
-                            started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance)
+                            started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance,
+                            run_cases=[c.id for c in every])
 
 
 def incomplete(doc: dict[str, Any], exc: BaseException, total: int) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from recoverykit.chaos import coverage
 from recoverykit.chaos.findings import findings
 from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of
 from recoverykit.conformance.acceptance import Acceptance
+from recoverykit.model.catalogue import Verdict
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, readable, render, results_db
+from recoverykit.reports import failure_acceptance, readable, render, results_db, shard_set
 from recoverykit.reports.junit import junit_xml
 from recoverykit.reports.results_db import RESULTS_DB
 from recoverykit.reports.results_schema import check_results
@@ -67,7 +68,16 @@ def report_pages(paths: Iterable[str | Path]) -> tuple[dict[str, Any] | None, li
     for path in paths:
         what, doc = load_any(path)
         (chaos if what == "chaos" else certify).append(doc)
-    return (chaos[0] if len(chaos) == 1 else merge(chaos) if chaos else None), certify
+    return (judged(chaos) if chaos else None), certify
+
+
+def judged(chaos: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chaos results as one document whose verdict is recomputed from the cases, never the stored one: one
+    document keeps its own fields (a shard or an incomplete run is then judged as such); several are merged."""
+    merged = merge(chaos)
+    if len(chaos) > 1:
+        return merged
+    return {**chaos[0], **{k: merged[k] for k in ("verdict", "reasons", "missing") if k in merged}}
 
 
 def write_report(chaos: dict[str, Any] | None, certify: list[dict[str, Any]], *, html: str | Path | None = None,
@@ -90,6 +100,8 @@ def _read_json(p: Path) -> Any:
 
 
 def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """One results document of these shards of one run, its verdict recomputed from their cases; an incomplete
+    set (a shard or a case missing, a part cut short) is never valid (``shard_set``)."""
     parts = list(parts)
     if not parts:
         raise InvalidArgument("merge needs at least one results document")
@@ -97,6 +109,7 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     if len(names) > 1:
         raise InvalidArgument(f"these results come from different adapters {sorted(map(str, names))}; merge the "
                               "shards of one run")
+    missing = shard_set.check(parts)
     seen: dict[str, str] = {}
     cases = []
     for part in parts:
@@ -113,11 +126,19 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
                               "with the same ones")
     acceptance = acceptances[0]
     verdict, reasons = verdict_of(cases, cov, acceptance.accepted)
+    if missing:  # missing evidence: unknown at best; a break found in the parts that are here stays invalid
+        verdict = Verdict.INVALID if verdict is Verdict.INVALID else Verdict.UNKNOWN
+        reasons = [*missing, *reasons]
     statuses: dict[str, int] = {}
     for c in cases:
         statuses[c["status"]] = statuses.get(c["status"], 0) + 1
     first = parts[0]
-    return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection")},
+    return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection",
+                                          "run")},
+            **({"missing": missing} if missing else {}),
+            **({"incomplete": True, "interrupted_by": "+".join(sorted({str(p.get("interrupted_by")) for p in parts
+                                                                       if p.get("incomplete")}))}
+               if any(p.get("incomplete") for p in parts) else {}),
             "shard": "+".join(sorted(str(p.get("shard")) for p in parts)), "merged_from": len(parts),
             "started": min(p.get("started", 0) for p in parts), "wall_s": max(p.get("wall_s", 0) for p in parts),
             "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses, "clauses": clause_summary(cases),

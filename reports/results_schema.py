@@ -78,6 +78,7 @@ class Coverage(_Open):
 
 class AdapterInfo(_Open):
     name: str | None = None
+    version: str | None = None
 
 
 class AcceptanceInfo(_Open):
@@ -91,9 +92,22 @@ class AcceptanceInfo(_Open):
         return self
 
 
+class RunInfo(_Open):
+    """The whole run a shard is part of (``reports.shard_set`` checks a merge against it)."""
+    cases: int | None = None
+    case_ids: list[str] | None = None
+    trace_sha256: str | None = None
+
+
 class ResultsDocument(_Open):
     kind: Literal["recoverykit-chaos-results"]
     cases: list[CaseEntry]
+    shard: str | None = None  # K/N, or K/N+K/N... once merged
+    run: RunInfo | None = None
+    seed: int | None = None
+    kit_version: str | None = None
+    mode: str | None = None
+    incomplete: bool = False
     coverage: Coverage
     acceptance: AcceptanceInfo | None = None
     adapter: AdapterInfo | None = None

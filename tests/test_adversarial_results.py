@@ -1,0 +1,124 @@
+"""Adversarial result files against ``merge`` and ``report``: an incomplete or mixed shard set is never valid.
+
+A CI fan-in merges the shards its jobs uploaded; a job that failed to upload, or a shard of another run
+(another seed, kit, adapter version or dry run), must not certify the runtime. The shards here are a real
+chaos run on the reference runtime, one scenario and three cells (one case in each of three shards), run
+once per module; the verdicts of merge and report are then asked of every subset and every mix.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from env_helpers import cli_in_process, marked_by
+
+ROOT = Path(__file__).resolve().parent.parent
+BOUND_S = 150.0  # generous: proves "no hang", not speed
+# one case per shard of three: sha256 of these ids mod 3 gives 1, 2 and 3 (chaos/shard.py)
+SELECT = ("--scenarios", "chat_unknown_write", "--points", "tool.result.commit.before",
+          "--kinds", "worker_kill,tree_kill,stop_all_exit", "--quiet")
+
+pytestmark = pytest.mark.slow
+
+
+def chaos(*args: str) -> tuple[int, str]:
+    """``recoverykit chaos ARGS`` in a subprocess: (exit code, output); no hang, no traceback, no leftovers."""
+    began = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", "chaos", *SELECT, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        out, _ = proc.communicate(timeout=BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"recoverykit chaos {shlex.join(args)} hung past {BOUND_S} s") from None
+    assert time.monotonic() - began < BOUND_S
+    assert "Traceback" not in out, out
+    assert not marked_by(proc.pid)
+    return proc.returncode, out
+
+
+def kit(*args: str) -> tuple[int, str]:
+    code, out = cli_in_process(*args)
+    assert "Traceback" not in out and "internal error" not in out, out
+    return code, out
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict[str, Path]:
+    """The whole run, its three shards (enumerated from the whole run's trace), and shard 3 again with another
+    seed: their --out directories."""
+    base = tmp_path_factory.mktemp("shards")
+    code, out = chaos("--out", str(base / "whole"))
+    assert code == 0, out
+    trace = str(base / "whole" / "trace.json")
+    dirs = {"whole": base / "whole"}
+    for k in (1, 2, 3):
+        code, out = chaos("--shard", f"{k}/3", "--trace", trace, "--out", str(base / f"s{k}"))
+        assert code == 0, out
+        dirs[f"s{k}"] = base / f"s{k}"
+        assert len(json.loads((base / f"s{k}" / "results.json").read_text())["cases"]) == 1
+    code, out = chaos("--shard", "3/3", "--seed", "7", "--trace", trace, "--out", str(base / "s3seed7"))
+    assert code == 0, out
+    dirs["s3seed7"] = base / "s3seed7"
+    return dirs
+
+
+def _edited(src: Path, dst: Path, edit) -> str:
+    doc = json.loads((src / "results.json").read_text())
+    edit(doc)
+    dst.write_text(json.dumps(doc))
+    return str(dst)
+
+
+def test_two_of_three_shards_are_unknown_never_valid(run):
+    code, out = kit("merge", str(run["s1"]), str(run["s2"]))
+    assert code == 2, out
+    assert "shard 3/3 is missing" in out and "chat_unknown_write/tool.result.commit.before/1/stop_all_exit" in out
+    for subset in ((run["s1"],), (run["s2"], run["s3"]), (run["s1"], run["s3"])):
+        code, out = kit("merge", *map(str, subset))
+        assert code == 2, out
+        code, out = kit("report", *map(str, subset))
+        assert code == 2, out
+
+
+def test_all_three_shards_give_the_verdict_of_the_whole_run(run, tmp_path):
+    whole = json.loads((run["whole"] / "results.json").read_text())
+    code, out = kit("merge", str(run["s3"]), str(run["s1"]), str(run["s2"]), "--out", str(tmp_path / "m"))
+    assert code == 0, out
+    merged = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert merged["verdict"] == whole["verdict"] == "valid" and "missing" not in merged
+    assert sorted(c["id"] for c in merged["cases"]) == sorted(c["id"] for c in whole["cases"])
+    assert merged["coverage"]["exercised_cells"] == whole["coverage"]["exercised_cells"]
+    code, out = kit("report", str(run["s1"]), str(run["s2"]), str(run["s3"]))
+    assert code == 0, out
+    code, out = kit("merge", str(tmp_path / "m"), str(run["s3"]))  # a merged set holds 3/3 already
+    assert code == 64 and "given twice" in out, out
+
+
+def test_shards_of_different_runs_are_a_usage_error(run, tmp_path):
+    code, out = kit("merge", str(run["s1"]), str(run["s2"]), str(run["s3seed7"]))
+    assert code == 64 and "seed" in out, out
+    for name, edit, word in (
+            ("kit", lambda d: d.update(kit_version="0.0.9"), "kit version"),
+            ("adapter", lambda d: d["adapter"].update(version="9.9"), "adapter version"),
+            ("trace", lambda d: d["run"].update(trace_sha256="0" * 64), "dry-run trace"),
+            ("selection", lambda d: d["selection"].update(kinds=["tree_kill"]), "selection"),
+            ("split", lambda d: d.update(shard="3/4"), "numbers of shards")):
+        other = _edited(run["s3"], tmp_path / f"{name}.json", edit)
+        code, out = kit("merge", str(run["s1"]), str(run["s2"]), other)
+        assert code == 64 and word in out, (name, out)
+        code, out = kit("report", str(run["s1"]), str(run["s2"]), other)
+        assert code == 64 and word in out, (name, out)
+
+
+def test_a_part_cut_short_keeps_the_set_unknown(run, tmp_path):
+    cut = _edited(run["s3"], tmp_path / "cut.json", lambda d: d.update(incomplete=True, interrupted_by="SIGTERM"))
+    code, out = kit("merge", str(run["s1"]), str(run["s2"]), cut)
+    assert code == 2 and "interrupted by SIGTERM" in out, out
