@@ -20,10 +20,10 @@ from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_
 from recoverykit.conformance.acceptance import Acceptance
 from recoverykit.model.catalogue import Verdict
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, readable, render, results_db, shard_set
+from recoverykit.reports import certify_verdict, failure_acceptance, readable, render, results_db, shard_set
 from recoverykit.reports.junit import junit_xml
 from recoverykit.reports.results_db import RESULTS_DB
-from recoverykit.reports.results_schema import check_results
+from recoverykit.reports.results_schema import check_certify, check_results
 
 RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json", "report.md", "report.html"
 JUNIT_XML = "junit.xml"
@@ -55,7 +55,7 @@ def load_any(path: str | Path) -> tuple[str, dict[str, Any]]:
     p = _results_file(path, "certify or chaos")
     doc = _read_json(p)
     if readable.is_certify(doc):
-        return "certify", doc
+        return "certify", check_certify(doc, str(p))
     if isinstance(doc, dict) and doc.get("kind") == RESULTS_KIND:
         return "chaos", check_results(doc, str(p))
     raise InvalidArgument(f"{p} is neither a certify nor a chaos results document (the results.json that "
@@ -63,12 +63,13 @@ def load_any(path: str | Path) -> tuple[str, dict[str, Any]]:
 
 
 def report_pages(paths: Iterable[str | Path]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The chaos results (shards merged into one, as ``merge`` does) and the certify results among ``paths``."""
+    """The chaos results (shards merged into one, as ``merge`` does) and the certify results among ``paths``, each
+    with its verdict recomputed from its cases (``judged``, ``certify_verdict.judged``)."""
     chaos, certify = [], []
     for path in paths:
         what, doc = load_any(path)
         (chaos if what == "chaos" else certify).append(doc)
-    return (judged(chaos) if chaos else None), certify
+    return (judged(chaos) if chaos else None), [certify_verdict.judged(d) for d in certify]
 
 
 def judged(chaos: list[dict[str, Any]]) -> dict[str, Any]:
@@ -135,6 +136,7 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     first = parts[0]
     return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection",
                                           "run")},
+            "parts": [q for p in parts for q in shard_set.identity(p)],
             **({"missing": missing} if missing else {}),
             **({"incomplete": True, "interrupted_by": "+".join(sorted({str(p.get("interrupted_by")) for p in parts
                                                                        if p.get("incomplete")}))}

@@ -1,4 +1,5 @@
-"""Adversarial result files against ``merge`` and ``report``: an incomplete or mixed shard set is never valid.
+"""Adversarial result files against ``merge`` and ``report``: an incomplete or mixed shard set is never valid,
+an edited verdict is recomputed from the cases, a malformed file is a usage error.
 
 A CI fan-in merges the shards its jobs uploaded; a job that failed to upload, or a shard of another run
 (another seed, kit, adapter version or dry run), must not certify the runtime. The shards here are a real
@@ -24,7 +25,6 @@ BOUND_S = 150.0  # generous: proves "no hang", not speed
 SELECT = ("--scenarios", "chat_unknown_write", "--points", "tool.result.commit.before",
           "--kinds", "worker_kill,tree_kill,stop_all_exit", "--quiet")
 
-pytestmark = pytest.mark.slow
 
 
 def chaos(*args: str) -> tuple[int, str]:
@@ -67,6 +67,10 @@ def run(tmp_path_factory) -> dict[str, Path]:
     code, out = chaos("--shard", "3/3", "--seed", "7", "--trace", trace, "--out", str(base / "s3seed7"))
     assert code == 0, out
     dirs["s3seed7"] = base / "s3seed7"
+    # another whole run of another selection (as runtimes.md merges a --durable-writes run beside another)
+    code, out = chaos("--points", "tool.result.commit.after", "--kinds", "worker_kill", "--out", str(base / "other"))
+    assert code == 0, out
+    dirs["other"] = base / "other"
     return dirs
 
 
@@ -77,6 +81,7 @@ def _edited(src: Path, dst: Path, edit) -> str:
     return str(dst)
 
 
+@pytest.mark.slow
 def test_two_of_three_shards_are_unknown_never_valid(run):
     code, out = kit("merge", str(run["s1"]), str(run["s2"]))
     assert code == 2, out
@@ -88,6 +93,7 @@ def test_two_of_three_shards_are_unknown_never_valid(run):
         assert code == 2, out
 
 
+@pytest.mark.slow
 def test_all_three_shards_give_the_verdict_of_the_whole_run(run, tmp_path):
     whole = json.loads((run["whole"] / "results.json").read_text())
     code, out = kit("merge", str(run["s3"]), str(run["s1"]), str(run["s2"]), "--out", str(tmp_path / "m"))
@@ -102,6 +108,7 @@ def test_all_three_shards_give_the_verdict_of_the_whole_run(run, tmp_path):
     assert code == 64 and "given twice" in out, out
 
 
+@pytest.mark.slow
 def test_shards_of_different_runs_are_a_usage_error(run, tmp_path):
     code, out = kit("merge", str(run["s1"]), str(run["s2"]), str(run["s3seed7"]))
     assert code == 64 and "seed" in out, out
@@ -109,7 +116,6 @@ def test_shards_of_different_runs_are_a_usage_error(run, tmp_path):
             ("kit", lambda d: d.update(kit_version="0.0.9"), "kit version"),
             ("adapter", lambda d: d["adapter"].update(version="9.9"), "adapter version"),
             ("trace", lambda d: d["run"].update(trace_sha256="0" * 64), "dry-run trace"),
-            ("selection", lambda d: d["selection"].update(kinds=["tree_kill"]), "selection"),
             ("split", lambda d: d.update(shard="3/4"), "numbers of shards")):
         other = _edited(run["s3"], tmp_path / f"{name}.json", edit)
         code, out = kit("merge", str(run["s1"]), str(run["s2"]), other)
@@ -118,7 +124,94 @@ def test_shards_of_different_runs_are_a_usage_error(run, tmp_path):
         assert code == 64 and word in out, (name, out)
 
 
+@pytest.mark.slow
+def test_whole_runs_of_different_selections_merge_and_each_must_be_complete(run, tmp_path):
+    code, out = kit("merge", str(run["whole"]), str(run["other"]), "--out", str(tmp_path / "m"))
+    assert code == 0, out
+    code, out = kit("merge", str(run["s1"]), str(run["s2"]), str(run["s3"]), str(run["other"]))
+    assert code == 0, out
+    code, out = kit("merge", str(run["s1"]), str(run["s2"]), str(run["other"]))
+    assert code == 2 and "shard 3/3 of run 1" in out, out
+    code, out = kit("merge", str(tmp_path / "m"), str(run["s3"]))  # the whole run already holds that case
+    assert code == 64, out
+    moved = _edited(run["s3"], tmp_path / "moved.json", lambda d: d["selection"].update(kinds=["tree_kill"]))
+    code, out = kit("merge", str(run["s1"]), str(run["s2"]), moved)  # two runs, neither whole
+    assert code == 2 and "missing" in out, out
+
+
+def test_a_merge_written_before_parts_were_recorded_is_judged_as_before():
+    import gzip
+
+    from recoverykit.reports.merge import judged
+    doc = json.loads(gzip.decompress((ROOT / "reports" / "langgraph" / "results.json.gz").read_bytes()))
+    assert doc["shard"] == "1/1+1/1" and "parts" not in doc
+    assert judged([doc])["verdict"] == doc["verdict"] == "invalid"
+
+
+@pytest.mark.slow
 def test_a_part_cut_short_keeps_the_set_unknown(run, tmp_path):
     cut = _edited(run["s3"], tmp_path / "cut.json", lambda d: d.update(incomplete=True, interrupted_by="SIGTERM"))
     code, out = kit("merge", str(run["s1"]), str(run["s2"]), cut)
     assert code == 2 and "interrupted by SIGTERM" in out, out
+
+
+# --- report recomputes the verdict from the cases (issue 27 item 8) ------------------------------------------------
+
+def _write(tmp_path: Path, name: str, doc: dict) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _certify_broken() -> dict:
+    from report_samples import certify_results
+    doc = certify_results()
+    bad = {"clause": "INP-01", "verdict": "invalid", "text": "broke INP-01", "evidence": [], "basis": "kit"}
+    doc["cases"][1] = {**doc["cases"][1], "verdict": "invalid", "results": [bad], "message": bad["text"]}
+    return doc  # its stored verdict still says valid, exit_code 0
+
+
+def test_report_recomputes_a_certify_verdict_from_the_cases(tmp_path):
+    from report_samples import certify_results
+    assert kit("report", _write(tmp_path, "ok.json", certify_results()))[0] == 0
+    code, out = kit("report", _write(tmp_path, "edited.json", _certify_broken()))
+    assert code == 1 and "INP-01" in out, out
+    code, out = kit("report", _write(tmp_path, "cut.json", {**certify_results(), "incomplete": True,
+                                                             "interrupted_by": "SIGTERM"}))
+    assert code == 2 and "incomplete" in out, out
+    unjudged = certify_results()
+    unjudged["cases"][1]["results"] = []  # the required INP-01 is then judged by no case
+    assert kit("report", _write(tmp_path, "unjudged.json", unjudged))[0] == 2
+    stored = {**certify_results(), "verdict": "unknown"}  # never more lenient than the stored verdict
+    assert kit("report", _write(tmp_path, "stored.json", stored))[0] == 2
+
+
+def test_report_recomputes_a_chaos_verdict_from_the_cases(tmp_path):
+    from report_samples import chaos_results
+    doc = chaos_results()
+    assert doc["verdict"] == "invalid"
+    assert kit("report", _write(tmp_path, "edited.json", {**doc, "verdict": "valid"}))[0] == 1
+    held = {**doc, "cases": [c for c in doc["cases"] if c["status"] == "passed"], "verdict": "valid"}
+    assert kit("report", _write(tmp_path, "held.json", held))[0] == 0
+    code, out = kit("report", _write(tmp_path, "cut.json", {**held, "incomplete": True, "interrupted_by": "SIGINT"}))
+    assert code == 2 and "interrupted by SIGINT" in out, out
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d["cases"].__setitem__(0, "chat_stream_usage"),
+    lambda d: d["cases"][0].update(program=5),
+    lambda d: d["cases"][0].update(program=[{"step": 1}]),
+    lambda d: d.update(adapter=["x"]),
+    lambda d: d["cases"][0]["results"].__setitem__(0, "broke"),
+    lambda d: d["findings"][0].update(count="many"),
+    lambda d: d["findings"][0].update(shortest=[1]),
+    lambda d: d.update(acceptance={"stale": 3}),
+    lambda d: d.update(verdict="great"),
+], ids=["case-string", "program-int", "program-dicts", "adapter-list", "result-string", "count-string",
+        "shortest-list", "stale-int", "verdict-word"])
+def test_a_malformed_certify_document_is_a_usage_error(damage, tmp_path):
+    from report_samples import certify_results
+    doc = certify_results()
+    damage(doc)
+    code, out = kit("report", _write(tmp_path, "bad.json", doc))
+    assert code == 64 and "not a well-formed certify results document" in out, out
