@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance import input_files
 from recoverykit.conformance.private_files import write_private
 from recoverykit.model.contract import CLAUSES, clause
 from recoverykit.model.errors import InvalidArgument
@@ -95,10 +96,9 @@ def read_baseline(path: str | Path) -> list[dict[str, Any]]:
     """The findings of a baseline file, checked entry by entry; anything else is ``InvalidArgument`` (exit 64)."""
     where = f"--baseline {path}"
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InvalidArgument(f"{where} cannot be read as JSON ({type(exc).__name__}: {str(exc)[:200]}); pass a "
-                              "file written by --write-baseline") from None
+        doc = input_files.read_json(path, "--baseline")
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{exc}; pass a file written by --write-baseline") from None
     if not isinstance(doc, dict) or doc.get("kind") != BASELINE_KIND:
         raise InvalidArgument(f"{where} is not a recoverykit baseline (kind {BASELINE_KIND!r}); pass a file written "
                               "by --write-baseline")

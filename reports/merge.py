@@ -17,6 +17,7 @@ from typing import Any
 from recoverykit.chaos import coverage
 from recoverykit.chaos.findings import findings
 from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of
+from recoverykit.conformance import input_files
 from recoverykit.conformance.acceptance import Acceptance
 from recoverykit.model.catalogue import Verdict
 from recoverykit.model.errors import InvalidArgument
@@ -92,12 +93,9 @@ def write_report(chaos: dict[str, Any] | None, certify: list[dict[str, Any]], *,
 
 
 def _read_json(p: Path) -> Any:
-    """A JSON file's document; a file that cannot be read or parsed (a directory, truncated, not UTF-8) is
-    ``InvalidArgument``."""
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InvalidArgument(f"{p} cannot be read as JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    """A JSON file's document; a file that cannot be read or parsed (a directory, a FIFO, a device, larger than
+    the input limit, truncated, not UTF-8) is ``InvalidArgument`` (``input_files``)."""
+    return input_files.read_json(p, "results")
 
 
 def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -215,3 +215,70 @@ def test_a_malformed_certify_document_is_a_usage_error(damage, tmp_path):
     damage(doc)
     code, out = kit("report", _write(tmp_path, "bad.json", doc))
     assert code == 64 and "not a well-formed certify results document" in out, out
+
+
+# --- hostile input files: a FIFO, a device, a directory, a file over the limit (issue 27 item 15) -----------------
+
+def kit_process(*args: str, env: dict | None = None, bound_s: float = 60.0) -> tuple[int, str]:
+    """``recoverykit ARGS`` in a subprocess (a hang must fail the test, not the suite): no traceback, no 70."""
+    import os
+    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdin=subprocess.DEVNULL)
+    try:
+        out, _ = proc.communicate(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"recoverykit {shlex.join(args)} hung past {bound_s} s") from None
+    assert "Traceback" not in out and "MemoryError" not in out, out
+    assert not marked_by(proc.pid)
+    return proc.returncode, out
+
+
+def _hostile(tmp_path: Path, kind: str) -> str:
+    import os
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        return str(tmp_path / "fifo")
+    if kind == "zero":
+        return "/dev/zero"
+    return str(tmp_path)  # a directory where a file belongs
+
+
+HOSTILE_COMMANDS = {
+    "report": lambda f, t: ("report", f),
+    "merge": lambda f, t: ("merge", f),
+    "chaos --baseline": lambda f, t: ("chaos", "--baseline", f, "--list", "--out", str(t / "o")),
+    "certify --baseline": lambda f, t: ("certify", "--baseline", f, "--only", "chat_text", "--out", str(t / "o")),
+    "chaos --trace": lambda f, t: ("chaos", "--trace", f, "--list", "--out", str(t / "o")),
+}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize("command", sorted(HOSTILE_COMMANDS))
+def test_a_fifo_or_a_device_as_input_is_a_usage_error_not_a_hang(command, kind, tmp_path):
+    code, out = kit_process(*HOSTILE_COMMANDS[command](_hostile(tmp_path, kind), tmp_path))
+    assert code == 64, out
+    assert "FIFO" in out or "character device" in out, out
+
+
+def test_a_bundle_whose_history_is_a_fifo_is_a_usage_error(tmp_path):
+    import os
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    os.mkfifo(bundle / "history.jsonl")
+    code, out = kit_process("check", str(bundle))
+    assert code == 64 and "FIFO" in out, out
+
+
+def test_an_input_over_the_size_limit_is_a_usage_error(tmp_path):
+    from report_samples import certify_results
+    doc = certify_results()
+    doc["padding"] = "x" * 40_000
+    big = _write(tmp_path, "big.json", doc)
+    code, out = kit_process("report", big, env={"RECOVERYKIT_MAX_INPUT_MB": "0.01"})
+    assert code == 64 and "RECOVERYKIT_MAX_INPUT_MB" in out, out
+    assert kit_process("report", big)[0] == 0  # under the default limit
+    code, out = kit_process("report", big, env={"RECOVERYKIT_MAX_INPUT_MB": "lots"})
+    assert code == 64 and "RECOVERYKIT_MAX_INPUT_MB" in out, out
