@@ -17,8 +17,11 @@ a protocol break leaves nothing else judgeable.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +139,33 @@ def baseline_document(findings: Iterable[Mapping[str, Any]], *, written_by: str,
     return {"kind": BASELINE_KIND, "version": BASELINE_VERSION, "written_by": written_by, "kit_version": kit_version,
             "adapter": {k: adapter.get(k) for k in ("name", "version") if k in adapter},
             "findings": sorted(entries, key=lambda e: e["clause"])}
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail fast, before a run, when ``--write-baseline`` could not be written: the path is opened for writing as
+    the write will open it (not truncated; a file this made is removed again). A FIFO or a device is refused
+    (``O_NONBLOCK``: no wait for a reader), as is a directory or a missing folder: ``InvalidArgument`` (exit 64)."""
+    target = Path(path)
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    made = False
+    try:
+        try:
+            fd, made = os.open(target, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+        except FileExistsError:
+            fd = os.open(target, flags)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidArgument(f"--write-baseline {path}: not a regular file; give a file path to write")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InvalidArgument(f"--write-baseline {path}: cannot write there ({exc.strerror or exc}); nothing was "
+                              "run") from None
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                target.unlink()
+    return target
 
 
 def write_baseline(path: str | Path, doc: Mapping[str, Any]) -> Path:

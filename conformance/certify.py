@@ -129,6 +129,7 @@ class Certification:
     bases: dict[str, str] = field(default_factory=dict)  # clause -> kit / self-reported (judged clauses only)
     strict_evidence: bool = False
     acceptance: Acceptance = field(default_factory=Acceptance)
+    baseline_error: str | None = None  # --write-baseline failed after the run (told on stderr; not the exit)
 
     @property
     def exit_code(self) -> int:
@@ -240,8 +241,11 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     _write(cert, started)
     if options.write_baseline is not None:
         from recoverykit import __version__
-        write_baseline(options.write_baseline, baseline_document(
-            cert.findings(), written_by="certify", adapter=cert.adapter_info, kit_version=__version__))
+        try:  # checked writable before the run (cli); a failure now is told, and the verdict still decides the exit
+            write_baseline(options.write_baseline, baseline_document(
+                cert.findings(), written_by="certify", adapter=cert.adapter_info, kit_version=__version__))
+        except InvalidArgument as exc:
+            cert.baseline_error = str(exc)
     return cert
 
 

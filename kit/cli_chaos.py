@@ -131,6 +131,9 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         if write_baseline is not None and not Path(write_baseline).parent.resolve().is_dir():
             raise InvalidArgument(f"--write-baseline {write_baseline}: no directory {Path(write_baseline).parent} "
                                   "to write in")
+        if write_baseline is not None:  # before the run: an unwritable path must not cost a run, then its verdict
+            from recoverykit.conformance.acceptance import check_writable
+            check_writable(write_baseline)
         if workers < 0:
             raise InvalidArgument(f"--workers {workers}: 0 runs the cases here, N >= 1 in N pytest-xdist workers")
         if workers and random_waves is not None:
@@ -189,8 +192,8 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         try:
             write_file(write_baseline, baseline_document(doc.get("findings", []), written_by="chaos",
                                                          adapter=doc.get("adapter") or {}, kit_version=__version__))
-        except InvalidArgument as exc:
-            raise UsageError(str(exc)) from None
+        except InvalidArgument as exc:  # checked writable before the run: told, and the verdict still decides the exit
+            click.echo(visible(f"{exc}; the baseline was not written"), err=True)
     if as_json:
         _emit_json(doc)
     _summary(doc, out)

@@ -282,3 +282,29 @@ def test_an_input_over_the_size_limit_is_a_usage_error(tmp_path):
     assert kit_process("report", big)[0] == 0  # under the default limit
     code, out = kit_process("report", big, env={"RECOVERYKIT_MAX_INPUT_MB": "lots"})
     assert code == 64 and "RECOVERYKIT_MAX_INPUT_MB" in out, out
+
+
+# --- --write-baseline: checked before the run, and a late failure never replaces the verdict (item 17) -----------
+
+UNWRITABLE = "/proc/self/baseline.json"  # no file can be made there, whoever runs the test
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [("chaos", *SELECT), ("certify", "--only", "chat_text")])
+def test_an_unwritable_baseline_path_is_refused_before_the_run(command, tmp_path):
+    code, out = kit_process(*command, "--write-baseline", UNWRITABLE, "--out", str(tmp_path / "o"), bound_s=150)
+    assert code == 64 and "cannot write there" in out, out
+    assert not (tmp_path / "o" / "results.json").exists()  # refused before anything ran
+
+
+@pytest.mark.slow
+def test_a_baseline_that_fails_after_the_run_is_told_and_the_verdict_decides(tmp_path, monkeypatch):
+    from recoverykit.conformance import acceptance
+    from recoverykit.model.errors import InvalidArgument
+
+    def fail(path, doc):
+        raise InvalidArgument(f"--write-baseline {path}: cannot write there (No space left on device)")
+    monkeypatch.setattr(acceptance, "write_baseline", fail)
+    code, out = kit("chaos", *SELECT, "--write-baseline", str(tmp_path / "b.json"), "--out", str(tmp_path / "o"))
+    assert code == 0 and "No space left on device" in out and "the baseline was not written" in out, out
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["verdict"] == "valid"
