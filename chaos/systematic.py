@@ -30,7 +30,7 @@ from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
 from recoverykit.chaos.findings import accepted_case, findings
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
-from recoverykit.conformance.acceptance import Acceptance, classify, derive
+from recoverykit.conformance.acceptance import Acceptance, classify, derive, grown, grown_text
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
@@ -118,10 +118,21 @@ def clause_summary(results: Sequence[dict[str, Any]]) -> dict[str, str]:
     return {k: v.value for k, v in sorted(merge(flat).items())}
 
 
-def acceptance_block(results: Sequence[dict[str, Any]], acceptance: Acceptance) -> dict[str, Any]:
-    """What the document records of the acceptance in force: the clauses, and what this run saw of each."""
+def breaks_of(results: Sequence[dict[str, Any]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(clause, the clauses it rests on) per invalid clause result of every case."""
+    return [(c["clause"], tuple(c.get("because") or ())) for r in results for c in r.get("clauses", [])
+            if c.get("verdict") == Verdict.INVALID.value]
+
+
+def acceptance_block(results: Sequence[dict[str, Any]], acceptance: Acceptance,
+                     adapter: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the document records of the acceptance in force: the clauses, what this run saw of each, the accepted
+    aggregate clauses that now rest on new clauses (``grown``: they gate), and a baseline of another adapter."""
+    warning = acceptance.adapter_warning(adapter or {})
     return {**acceptance.as_dict(), **classify(acceptance.accepted, clause_summary(results)),
-            "cases": sum(1 for r in results if accepted_case(r, acceptance.accepted))}
+            "cases": sum(1 for r in results if accepted_case(r, acceptance.accepted)),
+            "grown": grown_text(grown(acceptance.rests_on, breaks_of(results))),
+            **({"adapter_warning": warning} if warning else {})}
 
 
 def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
@@ -153,9 +164,7 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
         cov["dry_run_failed"] = dict(trace.failed)
     if trace is not None and trace.broken:
         cov["dry_run_broken"] = dict(trace.broken)
-    acceptance = replace(acceptance, accepted=derive(acceptance.accepted, (
-        (c["clause"], c.get("because") or ()) for r in results for c in r.get("clauses", [])
-        if c.get("verdict") == Verdict.INVALID.value)))
+    acceptance = replace(acceptance, accepted=derive(acceptance.accepted, breaks_of(results), acceptance.rests_on))
     verdict, reasons = verdict_of(results, cov, acceptance.accepted)
     statuses: dict[str, int] = {}
     for r in results:
@@ -164,7 +173,8 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
             "adapter": declared, "shard": str(shard), "seed": seed, "selection": selection, "started": started,
             "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
             "clauses": clause_summary(results), "coverage": cov, "cases": list(results),
-            "acceptance": acceptance_block(results, acceptance), "findings": findings(results, acceptance.accepted),
+            "acceptance": acceptance_block(results, acceptance, declared),
+            "findings": findings(results, acceptance.accepted),
             "run": run_block(run_cases, trace),
             **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})}
 

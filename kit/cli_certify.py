@@ -219,6 +219,11 @@ def _findings(cert, console: Console) -> None:
     if summary["changed"]:
         console.print(rich_text("baseline entries not applied (the clause's statement changed since; accept "
                                 "again if still meant): " + ", ".join(summary["changed"]), "yellow"), highlight=False)
+    if summary.get("grown"):
+        console.print(rich_text("accepted aggregate clauses not applied: they now rest on clauses the baseline did not "
+                                "accept, and gate: " + ", ".join(summary["grown"]), "yellow"), highlight=False)
+    if summary.get("adapter_warning"):
+        Console(stderr=True).print(rich_text(f"warning: {summary['adapter_warning']}", "yellow"), highlight=False)
 
 
 @click.command()

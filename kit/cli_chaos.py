@@ -63,9 +63,13 @@ def _summary(doc: dict, out: Path | None) -> None:
     for key, what in (("confirmed", "accepted findings (known, not passed)"),
                       ("stale", "stale acceptances (accepted, yet they held in this run; drop them)"),
                       ("not_exercised", "accepted but not exercised in this run"),
-                      ("changed", "baseline entries not applied (the clause's statement changed since)")):
+                      ("changed", "baseline entries not applied (the clause's statement changed since)"),
+                      ("grown", "accepted aggregate clauses not applied: they now rest on clauses the baseline did "
+                                "not accept, and gate")):
         if acceptance.get(key):
             click.echo(visible(f"{what}: {', '.join(acceptance[key])}"), err=True)
+    if acceptance.get("adapter_warning"):
+        click.echo(visible(f"warning: {acceptance['adapter_warning']}"), err=True)
     if out is not None:
         click.echo(f"results and report: {visible(out)}", err=True)
 
@@ -190,8 +194,10 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         from recoverykit.conformance.acceptance import baseline_document
         from recoverykit.conformance.acceptance import write_baseline as write_file
         try:
+            from recoverykit.chaos.systematic import breaks_of
             write_file(write_baseline, baseline_document(doc.get("findings", []), written_by="chaos",
-                                                         adapter=doc.get("adapter") or {}, kit_version=__version__))
+                                                         adapter=doc.get("adapter") or {}, kit_version=__version__,
+                                                         breaks=breaks_of(doc.get("cases", []))))
         except InvalidArgument as exc:  # checked writable before the run: told, and the verdict still decides the exit
             click.echo(visible(f"{exc}; the baseline was not written"), err=True)
     if as_json:

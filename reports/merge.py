@@ -142,7 +142,8 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "shard": "+".join(sorted(str(p.get("shard")) for p in parts)), "merged_from": len(parts),
             "started": min(p.get("started", 0) for p in parts), "wall_s": max(p.get("wall_s", 0) for p in parts),
             "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses, "clauses": clause_summary(cases),
-            "coverage": cov, "cases": cases, "acceptance": acceptance_block(cases, acceptance),
+            "coverage": cov, "cases": cases,
+            "acceptance": acceptance_block(cases, acceptance, parts[0].get("adapter") or {}),
             "findings": findings(cases, acceptance.accepted)}
 
 

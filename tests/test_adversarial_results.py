@@ -308,3 +308,85 @@ def test_a_baseline_that_fails_after_the_run_is_told_and_the_verdict_decides(tmp
     code, out = kit("chaos", *SELECT, "--write-baseline", str(tmp_path / "b.json"), "--out", str(tmp_path / "o"))
     assert code == 0 and "No space left on device" in out and "the baseline was not written" in out, out
     assert json.loads((tmp_path / "o" / "results.json").read_text())["verdict"] == "valid"
+
+
+# --- a baseline accepts an aggregate clause only while it rests on what it rested on (issue 27 item 11) -----------
+
+DECLARED = {"name": "ref", "version": "1", "failpoints": ["usage.persist.after"], "restart_kinds": [],
+            "profiles": ["chat_core"], "observes": []}
+
+
+def _chaos_case(point: str, broken: dict[str, list[str]]) -> dict:
+    """A failed tree_kill case at ``point`` breaking each clause (an aggregate with the clauses it rests on)."""
+    clauses = [{"clause": c, "verdict": "invalid", "text": f"broke {c}", **({"because": on} if on else {})}
+               for c, on in broken.items()]
+    cid = f"chat_read_tool/{point}/1/tree_kill"
+    return {"id": cid, "scenario": "chat_read_tool", "point": point, "kind": "tree_kill", "hit": 1, "second": None,
+            "status": "failed", "clauses": clauses, "violations": [f"broke {c}" for c in broken],
+            "replay": f"recoverykit chaos --replay {cid}", "timings": {"total": 1.0}, "leftovers": []}
+
+
+def _document(cases: list[dict], accepted, declared: dict = DECLARED) -> dict:
+    from recoverykit.chaos.shard import Shard
+    from recoverykit.chaos.systematic import results_document
+    return results_document(cases, declared, mode="systematic", shard=Shard(1, 1), selection={}, seed=0,
+                            started=0.0, wall_s=1.0, acceptance=accepted)
+
+
+def test_an_aggregate_clause_accepted_by_a_baseline_gates_when_it_rests_on_new_clauses(tmp_path):
+    from recoverykit.chaos.systematic import breaks_of
+    from recoverykit.conformance import acceptance
+    then = [_chaos_case("usage.persist.after", {"USG-05": [], "FA-01": ["USG-05"]})]
+    first = _document(then, acceptance.Acceptance())
+    path = tmp_path / "baseline.json"
+    acceptance.write_baseline(path, acceptance.baseline_document(first["findings"], written_by="chaos",
+                                                                 adapter=DECLARED, kit_version="0",
+                                                                 breaks=breaks_of(then)))
+    entries = {e["clause"]: e for e in json.loads(path.read_text())["findings"]}
+    assert entries["FA-01"]["rests_on"] == ["USG-05"] and "rests_on" not in entries["USG-05"]
+    known = acceptance.load((), path)
+    assert set(known.accepted) == {"USG-05", "FA-01"}
+
+    same = _document(then, known)  # FA-01 rests on USG-05 only, as when the baseline was written: accepted
+    assert same["verdict"] != "invalid" and same["acceptance"]["grown"] == []
+    assert {f["clause"]: f["status"] for f in same["findings"]} == {"USG-05": "accepted", "FA-01": "accepted"}
+
+    now = [_chaos_case("usage.persist.after", {"USG-05": [], "FA-01": ["USG-05"]}),
+           _chaos_case("tool.dispatch.after", {"FA-15": [], "CTX-02": [], "CTX-12": [],
+                                                "FA-01": ["FA-15", "CTX-02", "CTX-12"]})]
+    later = _document(now, known)
+    status = {f["clause"]: f["status"] for f in later["findings"]}
+    assert status["FA-01"] == "invalid" and status["USG-05"] == "accepted", status  # FA-01 gates again
+    assert later["acceptance"]["grown"] == ["FA-01 (now also rests on CTX-02, CTX-12, FA-15)"]
+    assert "FA-01" not in later["acceptance"]["accepted"]
+
+
+def test_a_baseline_of_another_adapter_is_applied_with_a_warning(tmp_path):
+    from recoverykit.conformance import acceptance
+    path = tmp_path / "baseline.json"
+    acceptance.write_baseline(path, acceptance.baseline_document(
+        [{"clause": "USG-05", "count": 1}], written_by="chaos", adapter={"name": "runtime-a"}, kit_version="0"))
+    known = acceptance.load((), path)
+    cases = [_chaos_case("usage.persist.after", {"USG-05": []})]
+    doc = _document(cases, known, {**DECLARED, "name": "runtime-b"})
+    assert "written for adapter 'runtime-a'" in doc["acceptance"]["adapter_warning"]
+    assert doc["acceptance"]["confirmed"] == ["USG-05"]  # applied, and said so
+    assert "adapter_warning" not in _document(cases, known, {**DECLARED, "name": "runtime-a"})["acceptance"]
+    out = tmp_path / "r.json"
+    out.write_text(json.dumps(doc))
+    code, text = kit("merge", str(out))
+    assert code == 0 and "warning: the baseline" in text and "runtime-a" in text, text
+
+
+def test_a_baseline_that_accepted_fa01_on_usg05_does_not_accept_it_on_fa15(tmp_path):
+    from recoverykit.conformance import acceptance
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"kind": acceptance.BASELINE_KIND, "version": 1, "adapter": {"name": "ref"},
+                                "findings": [
+        {"clause": "USG-05", "statement_sha256": acceptance.statement_sha256("USG-05")},
+        {"clause": "FA-01", "statement_sha256": acceptance.statement_sha256("FA-01"), "rests_on": ["USG-05"]}]}))
+    now = [_chaos_case("usage.persist.after", {"USG-05": [], "FA-01": ["USG-05"]}),
+           _chaos_case("tool.dispatch.after", {"FA-15": [], "FA-01": ["FA-15"]})]
+    later = _document(now, acceptance.load((), path))
+    status = {f["clause"]: f["status"] for f in later["findings"]}
+    assert status == {"USG-05": "accepted", "FA-01": "invalid", "FA-15": "invalid"}, status
