@@ -36,6 +36,7 @@ from typing import Any
 
 from recoverykit.chaos import restarts
 from recoverykit.chaos.case_env import CaseEnv
+from recoverykit.conformance import input_files
 from recoverykit.conformance.errors import ProtocolError
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import FIRST_HOLD, Scenario, all_scenarios
@@ -147,10 +148,7 @@ class Trace:
         path = Path(path)
         if path.is_dir():
             path = path / TRACE_FILE
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidArgument(f"cannot read the dry-run trace {path}: {exc}") from None
+        doc = input_files.read_json(path, "the dry-run trace")
         return cls.from_dict(doc, str(path))
 
 

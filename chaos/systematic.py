@@ -14,6 +14,8 @@ merge`` joins the results.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -28,7 +30,7 @@ from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
 from recoverykit.chaos.findings import accepted_case, findings
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
-from recoverykit.conformance.acceptance import Acceptance, classify, derive
+from recoverykit.conformance.acceptance import Acceptance, classify, derive, grown, grown_text
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
@@ -116,10 +118,21 @@ def clause_summary(results: Sequence[dict[str, Any]]) -> dict[str, str]:
     return {k: v.value for k, v in sorted(merge(flat).items())}
 
 
-def acceptance_block(results: Sequence[dict[str, Any]], acceptance: Acceptance) -> dict[str, Any]:
-    """What the document records of the acceptance in force: the clauses, and what this run saw of each."""
+def breaks_of(results: Sequence[dict[str, Any]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(clause, the clauses it rests on) per invalid clause result of every case."""
+    return [(c["clause"], tuple(c.get("because") or ())) for r in results for c in r.get("clauses", [])
+            if c.get("verdict") == Verdict.INVALID.value]
+
+
+def acceptance_block(results: Sequence[dict[str, Any]], acceptance: Acceptance,
+                     adapter: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the document records of the acceptance in force: the clauses, what this run saw of each, the accepted
+    aggregate clauses that now rest on new clauses (``grown``: they gate), and a baseline of another adapter."""
+    warning = acceptance.adapter_warning(adapter or {})
     return {**acceptance.as_dict(), **classify(acceptance.accepted, clause_summary(results)),
-            "cases": sum(1 for r in results if accepted_case(r, acceptance.accepted))}
+            "cases": sum(1 for r in results if accepted_case(r, acceptance.accepted)),
+            "grown": grown_text(grown(acceptance.rests_on, breaks_of(results))),
+            **({"adapter_warning": warning} if warning else {})}
 
 
 def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
@@ -138,7 +151,11 @@ def never_reached(trace: Trace, declared: dict[str, Any]) -> list[str]:
 
 def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any], *, mode: str, shard: Shard,
                      selection: dict[str, Any], seed: int, started: float, wall_s: float,
-                     trace: Trace | None = None, acceptance: Acceptance = Acceptance()) -> dict[str, Any]:
+                     trace: Trace | None = None, acceptance: Acceptance = Acceptance(),
+                     run_cases: Sequence[str] | None = None) -> dict[str, Any]:
+    """The results document of these case results. ``run_cases``: the ids of every case of the whole run this
+    shard is part of (before ``--shard`` took its part), recorded so that ``merge`` can tell a complete shard
+    set from an incomplete one (``reports.shard_set``)."""
     reachable = {(c.point, c.kind) for c in enumerate_cases(trace)} if trace is not None else None
     never = never_reached(trace, declared) if trace is not None and selection.get("scenarios") == "all" else []
     cov = coverage.classify(results, declared["failpoints"], declared["restart_kinds"],
@@ -147,9 +164,7 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
         cov["dry_run_failed"] = dict(trace.failed)
     if trace is not None and trace.broken:
         cov["dry_run_broken"] = dict(trace.broken)
-    acceptance = replace(acceptance, accepted=derive(acceptance.accepted, (
-        (c["clause"], c.get("because") or ()) for r in results for c in r.get("clauses", [])
-        if c.get("verdict") == Verdict.INVALID.value)))
+    acceptance = replace(acceptance, accepted=derive(acceptance.accepted, breaks_of(results), acceptance.rests_on))
     verdict, reasons = verdict_of(results, cov, acceptance.accepted)
     statuses: dict[str, int] = {}
     for r in results:
@@ -158,8 +173,25 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
             "adapter": declared, "shard": str(shard), "seed": seed, "selection": selection, "started": started,
             "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
             "clauses": clause_summary(results), "coverage": cov, "cases": list(results),
-            "acceptance": acceptance_block(results, acceptance), "findings": findings(results, acceptance.accepted),
+            "acceptance": acceptance_block(results, acceptance, declared),
+            "findings": findings(results, acceptance.accepted),
+            "run": run_block(run_cases, trace),
             **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})}
+
+
+def run_block(run_cases: Sequence[str] | None, trace: Trace | None) -> dict[str, Any]:
+    """What identifies the whole run a shard belongs to: its case list and the dry-run trace it came from."""
+    return {"cases": len(run_cases) if run_cases is not None else None,
+            "case_ids": sorted(run_cases) if run_cases is not None else None,
+            "trace_sha256": trace_digest(trace) if trace is not None else None}
+
+
+def trace_digest(trace: Trace) -> str:
+    """The sha256 of what in a trace decides the case list (the points reached, what was left out and why; not
+    the seconds it took, nor the adapter's command line, which differs between CI machines)."""
+    doc = trace.as_dict()
+    kept = {k: v for k, v in doc.items() if k not in ("seconds", "total_s", "adapter")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _dry_run_summary(trace: Trace) -> dict[str, Any]:
@@ -200,14 +232,15 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     declared = declare(adapter, base)
     the_trace: Trace | None = None
     if replay is not None:
-        cases = [parse_case_id(replay)]
+        cases = every = [parse_case_id(replay)]
         selection: dict[str, Any] = {"replay": replay, "points": [cases[0].point], "kinds": [cases[0].kind]}
     else:
         the_trace = load_trace(trace, adapter, declared, scenarios, base, timeout_s, durable_writes)
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             the_trace.write(out / TRACE_FILE)
-        cases = select(enumerate_cases(the_trace, scenarios, points, kinds), shard)
+        every = enumerate_cases(the_trace, scenarios, points, kinds)
+        cases = select(every, shard)
         selection = {"scenarios": scenarios or "all", "durable_writes": the_trace.durable_writes,
                      "points": None if points in (None, "all") else choose(points, POINT_NAMES, "points"),
                      "kinds": None if kinds in (None, "all") else choose(kinds, KIND_NAMES, "kinds")}
@@ -225,13 +258,15 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
     except KeyboardInterrupt as exc:  # SIGINT / SIGTERM: a document of the cases that finished, marked incomplete
         done = list(getattr(exc, "partial_results", []))
         doc = results_document(done, declared, mode=mode, shard=shard, selection=selection, seed=seed,
-                               started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance)
+                               started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance,
+                               run_cases=[c.id for c in every])
         exc.partial_document = incomplete(doc, exc, len(cases))  # type: ignore[attr-defined]
         raise
     if base is not None and base.exists() and not any(base.iterdir()):
         base.rmdir()
     return results_document(results, declared, mode=mode, shard=shard, selection=selection, seed=seed,
-                            started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance)
+                            started=started, wall_s=time.monotonic() - t0, trace=the_trace, acceptance=acceptance,
+                            run_cases=[c.id for c in every])
 
 
 def incomplete(doc: dict[str, Any], exc: BaseException, total: int) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recoverykit.conformance import input_files
 from recoverykit.conformance.checker import PSEUDO_CLAUSES, ClauseResult, Evidence, check, check_complete
 from recoverykit.conformance.history import load_history
 from recoverykit.conformance.private_files import copy_file, copy_tree, private_dir, privatize, write_private
@@ -82,6 +83,9 @@ def load_evidence(bundle: str | Path) -> tuple[Evidence, dict[str, Any]]:
     if not (folder / "history.jsonl").exists():
         raise InvalidArgument(f"{folder} is not a recoverykit bundle: it has no history.jsonl (a bundle is a folder "
                               "under <out>/bundles/ written by `recoverykit certify`)")
+    for name in ("history.jsonl", "provider-ledger.jsonl", "witness.jsonl"):  # no FIFO, device or huge file
+        if (folder / name).exists() or (folder / name).is_symlink():
+            input_files.regular_file(folder / name, "the bundle's")
     manifest = _json_object(folder / MANIFEST) if (folder / MANIFEST).exists() else {}
     observes = manifest.get("observes", [])
     if not isinstance(observes, list) or not all(isinstance(o, str) for o in observes):
@@ -99,10 +103,7 @@ def load_evidence(bundle: str | Path) -> tuple[Evidence, dict[str, Any]]:
 
 
 def _json_object(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise MalformedRecord(f"{path}: cannot be read as JSON ({type(exc).__name__}: {exc})") from None
+    doc = input_files.read_json(path, "the bundle's")
     if not isinstance(doc, dict):
         raise MalformedRecord(f"{path}: is not a JSON object")
     return doc

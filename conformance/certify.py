@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recoverykit.conformance.acceptance import Acceptance, baseline_document, classify, derive, write_baseline
+from recoverykit.conformance.acceptance import (
+    Acceptance,
+    baseline_document,
+    classify,
+    derive,
+    grown,
+    grown_text,
+    write_baseline,
+)
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.bundle import write_bundle
 from recoverykit.conformance.checker import (
@@ -130,6 +138,7 @@ class Certification:
     bases: dict[str, str] = field(default_factory=dict)  # clause -> kit / self-reported (judged clauses only)
     strict_evidence: bool = False
     acceptance: Acceptance = field(default_factory=Acceptance)
+    baseline_error: str | None = None  # --write-baseline failed after the run (told on stderr; not the exit)
 
     @property
     def exit_code(self) -> int:
@@ -144,8 +153,12 @@ class Certification:
     @property
     def accepted(self) -> dict[str, str]:
         """Accepted clauses and by what, with the aggregate ones accepted through them (``acceptance.derive``)."""
-        return derive(self.acceptance.accepted, ((r.clause_id, r.because) for case in self.cases
-                                                 for r in case.results if r.verdict is Verdict.INVALID))
+        return derive(self.acceptance.accepted, self.breaks(), self.acceptance.rests_on)
+
+    def breaks(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(clause, the clauses it rests on) per invalid result of every case."""
+        return [(r.clause_id, tuple(r.because)) for case in self.cases for r in case.results
+                if r.verdict is Verdict.INVALID]
 
     def label(self, clause_id: str) -> str:
         """The clause's verdict as reported: ``accepted`` for a known finding that broke again (never valid)."""
@@ -153,8 +166,11 @@ class Certification:
         return "accepted" if v is Verdict.INVALID and clause_id in self.accepted else v.value
 
     def acceptance_summary(self) -> dict[str, Any]:
+        warning = self.acceptance.adapter_warning(self.adapter_info)
         return {**self.acceptance.as_dict(),
-                **classify(self.accepted, {c: v.value for c, v in self.clauses.items()})}
+                **classify(self.accepted, {c: v.value for c, v in self.clauses.items()}),
+                "grown": grown_text(grown(self.acceptance.rests_on, self.breaks())),
+                **({"adapter_warning": warning} if warning else {})}
 
     def findings(self) -> list[dict[str, Any]]:
         return findings_of(self)
@@ -241,8 +257,12 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     _write(cert, started)
     if options.write_baseline is not None:
         from recoverykit import __version__
-        write_baseline(options.write_baseline, baseline_document(
-            cert.findings(), written_by="certify", adapter=cert.adapter_info, kit_version=__version__))
+        try:  # checked writable before the run (cli); a failure now is told, and the verdict still decides the exit
+            write_baseline(options.write_baseline, baseline_document(
+                cert.findings(), written_by="certify", adapter=cert.adapter_info, kit_version=__version__,
+                breaks=cert.breaks()))
+        except InvalidArgument as exc:
+            cert.baseline_error = str(exc)
     return cert
 
 

@@ -47,9 +47,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance import input_files
 from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.conformance.provider_handler import Handler
 from recoverykit.conformance.provider_ledger import Ledger, read_ledger
@@ -539,5 +539,5 @@ PROBE_TOKEN_RE = re.compile(r'\\?"probe_token\\?":\s*\\?"([A-Za-z0-9_.\-]+)')
 
 def serve(script_path: str | os.PathLike, ledger_path: str | os.PathLike, port: int = 0) -> ScriptedProvider:
     """Start a provider from a JSON script file (what ``recoverykit env provider`` runs)."""
-    script = ProviderScript.model_validate(json.loads(Path(script_path).read_text()))
+    script = ProviderScript.model_validate(input_files.read_json(script_path, "--script"))
     return ScriptedProvider(script, ledger_path, port=port)

@@ -77,6 +77,12 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
         raise click.UsageError(str(exc)) from None
     if write_baseline is not None and not write_baseline.parent.resolve().is_dir():
         raise click.UsageError(f"--write-baseline {write_baseline}: no directory {write_baseline.parent} to write in")
+    if write_baseline is not None:  # before the run: an unwritable path must not cost a whole run, then its verdict
+        from recoverykit.conformance.acceptance import check_writable
+        try:
+            check_writable(write_baseline)
+        except InvalidArgument as exc:
+            raise click.UsageError(str(exc)) from None
     ids = [s.id for s in all_scenarios()]
     bad = [c for c in only if c != "lockstep" and c not in ids]
     if bad:
@@ -117,6 +123,9 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
                 _write_report(Path(partial))
         signals.finish(exc, partial)
     _write_report(cert.out / "results.json")
+    if cert.baseline_error is not None:
+        Console(stderr=True).print(f"{cert.baseline_error}; the baseline was not written", markup=False,
+                                   highlight=False)
     if as_json:
         click.echo(json.dumps(cert.as_dict(), indent=2))
     else:
@@ -212,6 +221,11 @@ def _findings(cert, console: Console) -> None:
     if summary["changed"]:
         console.print(rich_text("baseline entries not applied (the clause's statement changed since; accept "
                                 "again if still meant): " + ", ".join(summary["changed"]), "yellow"), highlight=False)
+    if summary.get("grown"):
+        console.print(rich_text("accepted aggregate clauses not applied: they now rest on clauses the baseline did not "
+                                "accept, and gate: " + ", ".join(summary["grown"]), "yellow"), highlight=False)
+    if summary.get("adapter_warning"):
+        Console(stderr=True).print(rich_text(f"warning: {summary['adapter_warning']}", "yellow"), highlight=False)
 
 
 @click.command()

@@ -63,9 +63,13 @@ def _summary(doc: dict, out: Path | None) -> None:
     for key, what in (("confirmed", "accepted findings (known, not passed)"),
                       ("stale", "stale acceptances (accepted, yet they held in this run; drop them)"),
                       ("not_exercised", "accepted but not exercised in this run"),
-                      ("changed", "baseline entries not applied (the clause's statement changed since)")):
+                      ("changed", "baseline entries not applied (the clause's statement changed since)"),
+                      ("grown", "accepted aggregate clauses not applied: they now rest on clauses the baseline did "
+                                "not accept, and gate")):
         if acceptance.get(key):
             click.echo(visible(f"{what}: {', '.join(acceptance[key])}"), err=True)
+    if acceptance.get("adapter_warning"):
+        click.echo(visible(f"warning: {acceptance['adapter_warning']}"), err=True)
     if out is not None:
         click.echo(f"results and report: {visible(out)}", err=True)
 
@@ -132,6 +136,9 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         if write_baseline is not None and not Path(write_baseline).parent.resolve().is_dir():
             raise InvalidArgument(f"--write-baseline {write_baseline}: no directory {Path(write_baseline).parent} "
                                   "to write in")
+        if write_baseline is not None:  # before the run: an unwritable path must not cost a run, then its verdict
+            from recoverykit.conformance.acceptance import check_writable
+            check_writable(write_baseline)
         if workers < 0:
             raise InvalidArgument(f"--workers {workers}: 0 runs the cases here, N >= 1 in N pytest-xdist workers")
         if workers and random_waves is not None:
@@ -189,10 +196,12 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         from recoverykit.conformance.acceptance import baseline_document
         from recoverykit.conformance.acceptance import write_baseline as write_file
         try:
+            from recoverykit.chaos.systematic import breaks_of
             write_file(write_baseline, baseline_document(doc.get("findings", []), written_by="chaos",
-                                                         adapter=doc.get("adapter") or {}, kit_version=__version__))
-        except InvalidArgument as exc:
-            raise UsageError(str(exc)) from None
+                                                         adapter=doc.get("adapter") or {}, kit_version=__version__,
+                                                         breaks=breaks_of(doc.get("cases", []))))
+        except InvalidArgument as exc:  # checked writable before the run: told, and the verdict still decides the exit
+            click.echo(visible(f"{exc}; the baseline was not written"), err=True)
     if as_json:
         _emit_json(doc)
     _summary(doc, out)

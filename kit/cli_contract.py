@@ -128,10 +128,10 @@ def _reference_verdicts(results_path: str | None) -> dict[str, str]:
     """clause -> verdict, from a results.json or a fresh certify run of the bundled reference runtime."""
     if results_path is not None:
         try:
-            with open(results_path, encoding="utf-8") as f:
-                doc = json.loads(f.read())
+            from recoverykit.conformance.input_files import read_json
+            doc = read_json(results_path, "--results")
             return {c: v["verdict"] for c, v in doc["clauses"].items()}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise click.UsageError(f"--results {results_path}: not a certify results.json ({exc})") from None
     import tempfile
 

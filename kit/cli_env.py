@@ -40,6 +40,8 @@ def provider(script_path: str, ledger_path: str, port: int) -> None:
 
     try:
         running = serve(script_path, ledger_path, port=port)
+    except InvalidArgument as exc:  # not a regular file, too large, not JSON (conformance/input_files.py)
+        raise UsageError(str(exc)) from None
     except (ValidationError, ValueError) as exc:
         raise UsageError(f"the provider script {script_path} is not valid: {exc}") from None
     stop = threading.Event()

@@ -3,8 +3,9 @@
 A thin skin over ``recoverykit.reports``: the results are read (a file or a run's ``--out`` directory;
 chaos shards are merged as ``recoverykit merge`` merges them, certify runs sit beside them) and the
 report is written where asked, Markdown on stdout when no path is given. Exits with the verdict of the
-results (0 valid, 1 invalid, 2 unknown); 64 for bad input (a path that is no results document, results
-of two different adapters).
+results recomputed from their cases, never the stored one (0 valid, 1 invalid, 2 unknown; an incomplete run
+or shard set is never 0); 64 for bad input (a path that is no results document or a malformed one, results
+of two different adapters, chaos shards of different runs).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def report(results, html_path, md_path, out_dir) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:  # a directory where the report belongs: the user's path, not a kit defect
         raise UsageError(f"cannot write the report: {exc}") from None
+    for i, doc in enumerate(certify, start=1):  # the verdict is recomputed from the cases: say when it differs
+        again = doc.get("recomputed") or {}
+        if again.get("reasons") and doc["verdict"] != Verdict.VALID.value:
+            click.echo(visible(f"certify run {i}: {doc['verdict']}: {'; '.join(again['reasons'][:5])}"), err=True)
+    if chaos is not None and chaos.get("missing"):
+        click.echo(visible(f"chaos results: {chaos['verdict']}: {'; '.join(chaos['missing'][:5])}"), err=True)
     if html_path is None and md_path is None:
         click.echo(render.markdown(page), nl=False)
     for path in (html_path, md_path):

@@ -17,12 +17,14 @@ from typing import Any
 from recoverykit.chaos import coverage
 from recoverykit.chaos.findings import findings
 from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of
+from recoverykit.conformance import input_files
 from recoverykit.conformance.acceptance import Acceptance
+from recoverykit.model.catalogue import Verdict
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports import failure_acceptance, readable, render, results_db
+from recoverykit.reports import certify_verdict, failure_acceptance, readable, render, results_db, shard_set
 from recoverykit.reports.junit import junit_xml
 from recoverykit.reports.results_db import RESULTS_DB
-from recoverykit.reports.results_schema import check_results
+from recoverykit.reports.results_schema import check_certify, check_results
 
 RESULTS_FILE, REPORT_JSON, REPORT_MD, REPORT_HTML = "results.json", "report.json", "report.md", "report.html"
 JUNIT_XML = "junit.xml"
@@ -54,7 +56,7 @@ def load_any(path: str | Path) -> tuple[str, dict[str, Any]]:
     p = _results_file(path, "certify or chaos")
     doc = _read_json(p)
     if readable.is_certify(doc):
-        return "certify", doc
+        return "certify", check_certify(doc, str(p))
     if isinstance(doc, dict) and doc.get("kind") == RESULTS_KIND:
         return "chaos", check_results(doc, str(p))
     raise InvalidArgument(f"{p} is neither a certify nor a chaos results document (the results.json that "
@@ -62,12 +64,22 @@ def load_any(path: str | Path) -> tuple[str, dict[str, Any]]:
 
 
 def report_pages(paths: Iterable[str | Path]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The chaos results (shards merged into one, as ``merge`` does) and the certify results among ``paths``."""
+    """The chaos results (shards merged into one, as ``merge`` does) and the certify results among ``paths``, each
+    with its verdict recomputed from its cases (``judged``, ``certify_verdict.judged``)."""
     chaos, certify = [], []
     for path in paths:
         what, doc = load_any(path)
         (chaos if what == "chaos" else certify).append(doc)
-    return (chaos[0] if len(chaos) == 1 else merge(chaos) if chaos else None), certify
+    return (judged(chaos) if chaos else None), [certify_verdict.judged(d) for d in certify]
+
+
+def judged(chaos: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chaos results as one document whose verdict is recomputed from the cases, never the stored one: one
+    document keeps its own fields (a shard or an incomplete run is then judged as such); several are merged."""
+    merged = merge(chaos)
+    if len(chaos) > 1:
+        return merged
+    return {**chaos[0], **{k: merged[k] for k in ("verdict", "reasons", "missing") if k in merged}}
 
 
 def write_report(chaos: dict[str, Any] | None, certify: list[dict[str, Any]], *, html: str | Path | None = None,
@@ -81,15 +93,14 @@ def write_report(chaos: dict[str, Any] | None, certify: list[dict[str, Any]], *,
 
 
 def _read_json(p: Path) -> Any:
-    """A JSON file's document; a file that cannot be read or parsed (a directory, truncated, not UTF-8) is
-    ``InvalidArgument``."""
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InvalidArgument(f"{p} cannot be read as JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    """A JSON file's document; a file that cannot be read or parsed (a directory, a FIFO, a device, larger than
+    the input limit, truncated, not UTF-8) is ``InvalidArgument`` (``input_files``)."""
+    return input_files.read_json(p, "results")
 
 
 def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """One results document of these shards of one run, its verdict recomputed from their cases; an incomplete
+    set (a shard or a case missing, a part cut short) is never valid (``shard_set``)."""
     parts = list(parts)
     if not parts:
         raise InvalidArgument("merge needs at least one results document")
@@ -97,6 +108,7 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     if len(names) > 1:
         raise InvalidArgument(f"these results come from different adapters {sorted(map(str, names))}; merge the "
                               "shards of one run")
+    missing = shard_set.check(parts)
     seen: dict[str, str] = {}
     cases = []
     for part in parts:
@@ -113,15 +125,25 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
                               "with the same ones")
     acceptance = acceptances[0]
     verdict, reasons = verdict_of(cases, cov, acceptance.accepted)
+    if missing:  # missing evidence: unknown at best; a break found in the parts that are here stays invalid
+        verdict = Verdict.INVALID if verdict is Verdict.INVALID else Verdict.UNKNOWN
+        reasons = [*missing, *reasons]
     statuses: dict[str, int] = {}
     for c in cases:
         statuses[c["status"]] = statuses.get(c["status"], 0) + 1
     first = parts[0]
-    return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection")},
+    return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection",
+                                          "run")},
+            "parts": [q for p in parts for q in shard_set.identity(p)],
+            **({"missing": missing} if missing else {}),
+            **({"incomplete": True, "interrupted_by": "+".join(sorted({str(p.get("interrupted_by")) for p in parts
+                                                                       if p.get("incomplete")}))}
+               if any(p.get("incomplete") for p in parts) else {}),
             "shard": "+".join(sorted(str(p.get("shard")) for p in parts)), "merged_from": len(parts),
             "started": min(p.get("started", 0) for p in parts), "wall_s": max(p.get("wall_s", 0) for p in parts),
             "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses, "clauses": clause_summary(cases),
-            "coverage": cov, "cases": cases, "acceptance": acceptance_block(cases, acceptance),
+            "coverage": cov, "cases": cases,
+            "acceptance": acceptance_block(cases, acceptance, parts[0].get("adapter") or {}),
             "findings": findings(cases, acceptance.accepted)}
 
 

@@ -1,4 +1,4 @@
-"""The shape of a chaos results document, checked before ``merge`` or a report reads one.
+"""The shape of a chaos or certify results document, checked before ``merge`` or a report reads one.
 
 ``recoverykit merge`` reads results.json files from other machines and other kit runs; a truncated,
 hand-edited or foreign file must be refused with a message naming what is wrong (a usage error),
@@ -78,6 +78,7 @@ class Coverage(_Open):
 
 class AdapterInfo(_Open):
     name: str | None = None
+    version: str | None = None
 
 
 class AcceptanceInfo(_Open):
@@ -91,9 +92,33 @@ class AcceptanceInfo(_Open):
         return self
 
 
+class RunInfo(_Open):
+    """The whole run a shard is part of (``reports.shard_set`` checks a merge against it)."""
+    cases: int | None = None
+    case_ids: list[str] | None = None
+    trace_sha256: str | None = None
+
+
+class PartInfo(_Open):
+    """One original part of a merged document (``reports.shard_set.identity``)."""
+    shard: str | None = None
+    seed: int | None = None
+    mode: str | None = None
+    run: RunInfo | None = None
+    incomplete: bool | None = None
+    interrupted_by: str | None = None
+
+
 class ResultsDocument(_Open):
     kind: Literal["recoverykit-chaos-results"]
     cases: list[CaseEntry]
+    shard: str | None = None  # K/N, or K/N+K/N... once merged
+    run: RunInfo | None = None
+    parts: list[PartInfo] | None = None
+    seed: int | None = None
+    kit_version: str | None = None
+    mode: str | None = None
+    incomplete: bool = False
     coverage: Coverage
     acceptance: AcceptanceInfo | None = None
     adapter: AdapterInfo | None = None
@@ -101,14 +126,87 @@ class ResultsDocument(_Open):
     wall_s: Number = 0
 
 
-def check_results(doc: Any, source: str) -> dict[str, Any]:
-    """``doc`` itself if it has the shape of a results document, else ``InvalidArgument`` naming the problem."""
+# --- certify results (``recoverykit certify --out DIR``), as ``recoverykit report`` reads them ---------------------
+
+VerdictText = Literal["valid", "invalid", "unknown", "not_applicable"]
+
+
+class CertifyResult(_Open):
+    clause: str
+    verdict: VerdictText
+    text: str = ""
+    because: list[str] = []
+
+
+class CertifyCase(_Open):
+    name: str
+    kind: str | None = None
+    verdict: VerdictText
+    clauses: list[str] = []
+    message: str | None = ""
+    program: list[str | int | float | bool | None] = []
+    bundle: str | None = None
+    seconds: Number | None = None
+    results: list[CertifyResult] = []
+
+
+class CertifyClause(_Open):
+    verdict: str
+    required: bool = False
+    accepted_by: str | None = None
+
+
+class CertifyFinding(_Open):
+    clause: str
+    status: str | None = None
+    count: int = 0
+    seen_in: list[str] = []
+    accepted_by: str | None = None
+    message: str | None = None
+    shortest: dict[str, Any] | None = None
+
+
+class CertifyAcceptance(_Open):
+    accepted: dict[str, str] = {}
+    stale: list[str] = []
+    not_exercised: list[str] = []
+    changed: list[str] = []
+
+
+class CertifyDocument(_Open):
+    verdict: VerdictText
+    exit_code: int
+    adapter: AdapterInfo | None = None
+    seed: int | None = None
+    profiles: list[str] = []
+    required: list[str] = []
+    clauses: dict[str, CertifyClause]
+    acceptance: CertifyAcceptance | None = None
+    findings: list[CertifyFinding] = []
+    cases: list[CertifyCase]
+    seconds: Number | None = None
+    replay: str | None = None
+    incomplete: bool = False
+
+
+def _checked(model: type[BaseModel], doc: Any, source: str, command: str) -> dict[str, Any]:
     try:
-        ResultsDocument.model_validate(doc)
+        model.model_validate(doc)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the document"
-        raise InvalidArgument(f"{source} is not a well-formed chaos results document: {where}: {first['msg']} "
+        raise InvalidArgument(f"{source} is not a well-formed {command} results document: {where}: {first['msg']} "
                               f"({exc.error_count()} problem(s) in all); pass the results.json that "
-                              "`recoverykit chaos --out DIR` wrote") from None
+                              f"`recoverykit {command} --out DIR` wrote") from None
     return doc
+
+
+def check_results(doc: Any, source: str) -> dict[str, Any]:
+    """``doc`` itself if it has the shape of a chaos results document, else ``InvalidArgument`` naming the problem."""
+    return _checked(ResultsDocument, doc, source, "chaos")
+
+
+def check_certify(doc: Any, source: str) -> dict[str, Any]:
+    """``doc`` itself if it has the shape of a certify results document, else ``InvalidArgument`` naming the
+    problem (a case that is a string, a program that is a number, an adapter that is a list: exit 64, never 70)."""
+    return _checked(CertifyDocument, doc, source, "certify")
