@@ -106,6 +106,24 @@ def test_a_protocol_break_inside_a_scenario_is_invalid_not_unknown(tmp_path):
     assert code == 1, text
 
 
+def test_a_protocol_break_inside_an_observe_of_a_restarting_case_keeps_every_clause(tmp_path):
+    """Issue 27 item 9: FA-01 asked the catalogue for the kind of the `protocol` pseudo-clause (UnknownClause), so the
+    case became unknown with one `completion` result, and `check` called its bundle corrupt (64)."""
+    out = tmp_path / "out"
+    code, text = run_kit("certify", "--adapter", proxy("extra-key:observe", after=2), "--seed", "1",
+                         "--only", "stop_all_restart", "--out", str(out))
+    assert code == 1, text
+    (case,) = results(out)["cases"]
+    assert case["verdict"] == "invalid"
+    by_clause = {r["clause"]: r["verdict"] for r in case["results"]}
+    assert by_clause["protocol"] == "invalid"
+    assert "completion" not in by_clause  # the case ran to its end: every other clause is judged
+    assert by_clause["INP-01"] == "valid" and "FA-01" in by_clause
+    code, text = run_kit("check", str(out / "bundles" / "stop_all_restart"), bound_s=60)
+    assert code == 1, text
+    assert "broke protocol" in text and "corrupt" not in text
+
+
 # --- defect 3: an empty --adapter --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["certify", "chaos"])
