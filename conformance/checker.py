@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
-from recoverykit.conformance.history import History, Observation, restarts
+from recoverykit.conformance.history import KILL_REFUSED, NOTHING_KILLED, Fault, History, Observation, Op, restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
@@ -490,10 +490,19 @@ def pseudo_result(clause_id: str, verdict: Verdict, detail: str, evidence: Itera
 
 
 def check_protocol(ev: Evidence) -> list[ClauseResult]:
-    """The protocol breaks the kit recorded (an ``info`` completion carrying ``protocol``): a break is invalid,
-    silence unknown. A clean history gives no result: keeping the protocol is not a clause of the contract."""
+    """The protocol breaks the kit recorded: an ``info`` completion carrying ``protocol`` (a break is invalid,
+    silence unknown), and a ``kill_refused`` fault (``processes`` named a pid not of the run: invalid).
+    A clean history gives no result: keeping the protocol is not a clause of the contract."""
     found: list[tuple[Verdict, str]] = []
-    for op in ev.history.ops:
+    for event in ev.history.events:
+        if isinstance(event, Fault) and event.kind == KILL_REFUSED:
+            what = event.detail.get("text") or f"the kit refused to kill pid {event.detail.get('pid')}: " \
+                                                f"{event.detail.get('why')}"
+            found.append((Verdict.INVALID, f"fault {event.index} ({KILL_REFUSED}): {str(what)[:600]}"))
+            continue
+        if not isinstance(event, Op):
+            continue
+        op = event
         value = op.value if isinstance(op.value, dict) else {}
         if op.type != "info" or "protocol" not in value:
             continue
@@ -503,6 +512,18 @@ def check_protocol(ev: Evidence) -> list[ClauseResult]:
         return []
     worst = next((f for f in found if f[0] is Verdict.INVALID), found[0])
     return [pseudo_result(PROTOCOL, worst[0], worst[1], [text for _, text in found])]
+
+
+def check_kills_landed(ev: Evidence) -> list[ClauseResult]:
+    """A required kill that killed nothing (``nothing_killed``: the adapter listed no process to kill) left the
+    case without the restart it was built on: its evidence is incomplete, so unknown, with that reason, as chaos
+    says it. A kill allowed to find nothing (a random wave's) gives no result."""
+    missed = [f"fault {f.index}: the {str(f.detail.get('during', 'kill')).replace('_', ' ')} killed nothing: the "
+              f"adapter's processes reply listed {f.detail.get('listed') or 'no process'}, so no runtime process "
+              "was interrupted" for f in ev.history.faults if f.kind == NOTHING_KILLED and f.detail.get("required")]
+    if not missed:
+        return []
+    return [pseudo_result(COMPLETION, Verdict.UNKNOWN, missed[0], missed)]
 
 
 def check_complete(history: History) -> list[ClauseResult]:
@@ -519,7 +540,7 @@ def check_complete(history: History) -> list[ClauseResult]:
 
 CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_inputs, kit_evidence(check_unknown_effects), kit_evidence(check_usage), check_generations, check_stops,
-    check_settled, check_continuations, check_not_a_pause, check_protocol,
+    check_settled, check_continuations, check_not_a_pause, check_protocol, check_kills_landed,
 )
 
 
