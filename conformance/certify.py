@@ -40,6 +40,7 @@ from recoverykit.conformance.checker import (
     ClauseResult,
     check,
     pseudo_result,
+    unknown_if_truncated,
 )
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
@@ -300,7 +301,9 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
                     case.results = scenario.drive(run)
                 except (ProtocolError, OperationFailed, RecoveryKitError, TimeoutError) as exc:
                     case.message, failure = f"the scenario could not finish: {exc}", exc
-                case.results += check(run.evidence())
+                evidence = run.evidence()
+                case.results += check(evidence)
+                case.results = unknown_if_truncated(case.results, evidence.ledger)  # the drives' results too
                 if failure is not None:
                     ended(case.results, failure)
     except AdapterCommandError:

@@ -19,7 +19,7 @@ from typing import Any
 
 from recoverykit.conformance.history import KILL_REFUSED, NOTHING_KILLED, Fault, History, Observation, Op, restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
-from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_ledger import Call, calls, evidence_truncated
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 from recoverykit.conformance.witness import WitnessLog
 from recoverykit.model.catalogue import Verdict
@@ -545,9 +545,27 @@ CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
 
 
 def check(ev: Evidence) -> list[ClauseResult]:
-    """Every history clause, judged on one run's evidence; each result labelled with its evidence basis."""
-    return [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
-            for fn in all_checks() for result in fn(ev)]
+    """Every history clause, judged on one run's evidence; each result labelled with its evidence basis.
+
+    When the provider had to drop evidence (its ledger hit its size cap: ``evidence_truncated``), no verdict
+    can rest on the ledger, so every clause result is unknown, with that reason (a protocol break stays)."""
+    results = [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
+               for fn in all_checks() for result in fn(ev)]
+    return unknown_if_truncated(results, ev.ledger)
+
+
+TRUNCATED_WHY = "the provider ledger was truncated at its size cap, so the evidence is incomplete"
+
+
+def unknown_if_truncated(results: list[ClauseResult], ledger: list[dict[str, Any]]) -> list[ClauseResult]:
+    """``results`` as they are, or, when the provider dropped evidence (``evidence_truncated``), every one but a
+    protocol break made unknown, plus one ``completion`` unknown saying why: missing evidence is never valid."""
+    if not evidence_truncated(ledger):
+        return results
+    out = [r if r.clause_id == PROTOCOL or (r.verdict is Verdict.UNKNOWN and TRUNCATED_WHY in r.text) else
+           replace(r, verdict=Verdict.UNKNOWN, text=f"not judged {r.clause_id}: {TRUNCATED_WHY} (was: {r.text})"[:2000])
+           for r in results if not (r.clause_id == COMPLETION and TRUNCATED_WHY in r.text)]
+    return [*out, pseudo_result(COMPLETION, Verdict.UNKNOWN, TRUNCATED_WHY)]
 
 
 def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:
