@@ -25,6 +25,8 @@ from recoverykit.chaos.case_env import HOST_A, HOST_B, CaseEnv
 from recoverykit.chaos.cases import Case
 from recoverykit.conformance import killer, proc_guard
 from recoverykit.conformance.broker import FailpointNotHit
+from recoverykit.conformance.errors import NothingKilled  # a kill that killed nothing: unknown, never a pass
+from recoverykit.conformance.history import NOTHING_KILLED
 from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, RestartKind
 from recoverykit.model.errors import RecoveryKitError
 
@@ -43,20 +45,22 @@ class RestartOutcome:
     detail: dict = field(default_factory=dict)
 
 
-class NothingKilled(RecoveryKitError):
-    """A kill found no runtime process to kill: the case interrupted nothing, so it proves nothing (unknown)."""
-
-
-def _refs(env: CaseEnv, procs, roles: set[str]) -> list[killer.ProcRef]:
+def _refs(env: CaseEnv, procs, roles: set[str], during: str) -> list[killer.ProcRef]:
     """The listed processes of ``roles``, each vetted as a process of this case (``proc_guard``): a pid the
-    adapter lists that is not of this run raises ``RefusedProcess`` before anything is signalled."""
+    adapter lists that is not of this run raises ``RefusedProcess`` before anything is signalled, recorded in
+    the history as a ``kill_refused`` fault (so the bundle re-checks as the run judged)."""
     chosen = [p for p in procs if str(p.role.value if hasattr(p.role, "value") else p.role) in roles]
-    return [killer.ProcRef(pid, ct) for pid, ct in proc_guard.vet(chosen, env.marker, adapter_pid=env.client.pid)]
+    vetted = proc_guard.vet_recorded(chosen, env.marker, adapter_pid=env.client.pid, during=during, fault=env.fault)
+    return [killer.ProcRef(pid, ct) for pid, ct in vetted]
 
 
-def _nonempty(killed: list[int], what: str, procs, required: bool) -> list[int]:
-    if required and not killed:
+def _nonempty(env: CaseEnv, killed: list[int], what: str, procs, required: bool) -> list[int]:
+    """``killed``; when it is empty, a ``nothing_killed`` fault in the history (so the bundle re-checks unknown,
+    as the case was judged), and ``NothingKilled`` when the kill was ``required``."""
+    if not killed:
         listed = [(p.pid, str(getattr(p.role, "value", p.role))) for p in procs]
+        env.fault(NOTHING_KILLED, during=what.replace(" ", "_"), listed=listed, required=required)
+    if required and not killed:
         raise NothingKilled(f"the {what} killed nothing: the adapter's processes reply listed {listed or 'no process'}"
                             ", so no runtime process was interrupted and the case proves nothing")
     return killed
@@ -71,18 +75,18 @@ def _verify(report: killer.KillReport, what: str) -> list[int]:
 def worker_kill(env: CaseEnv, *, required: bool = True) -> list[int]:
     procs = env.processes()
     killed: list[int] = []
-    for ref in _refs(env, procs, {"worker"}):
+    for ref in _refs(env, procs, {"worker"}, RestartKind.WORKER_KILL.value):
         report, _children = killer.kill_worker_only(ref)
         killed += _verify(report, "worker kill")
-    _nonempty(killed, "worker kill", procs, required)
+    _nonempty(env, killed, "worker kill", procs, required)
     env.fault(RestartKind.WORKER_KILL.value, killed=killed, survivors=[p.pid for p in procs if p.pid not in killed])
     return killed
 
 
 def tree_kill(env: CaseEnv, label: str = RestartKind.TREE_KILL.value, *, required: bool = True) -> list[int]:
     procs = env.processes()
-    members = killer.freeze_trees(_refs(env, procs, {"control", "worker", "tool", "other"}))
-    killed = _nonempty(_verify(killer.kill_all(members), "tree kill"), label.replace("_", " "), procs, required)
+    members = killer.freeze_trees(_refs(env, procs, {"control", "worker", "tool", "other"}, label))
+    killed = _nonempty(env, _verify(killer.kill_all(members), "tree kill"), label.replace("_", " "), procs, required)
     env.fault(label, killed=killed)
     return killed
 

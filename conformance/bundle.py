@@ -126,11 +126,13 @@ def _records(path: Path, read: Any) -> Any:
 
 def recheck(bundle: str | Path) -> tuple[Verdict, list[ClauseResult]]:
     """The history checker on a stored bundle: invalid if any clause broke (a protocol break included);
-    unknown if the run was cut short (an operation never completed) or nothing held; else valid.
+    unknown if the run was cut short (an operation never completed, a kill killed nothing), if nothing held,
+    or if a clause the case was run for (``bundle.json``'s ``clauses``) did not hold on the stored history;
+    else valid. So a re-check never calls valid what the run could not (certify judges a case the same way).
 
     A bundle whose files are not what the kit writes is a ``MalformedRecord`` (a usage error), never
     a verdict and never a crash."""
-    evidence, _ = load_evidence(bundle)
+    evidence, manifest = load_evidence(bundle)
     try:
         results = check(evidence) + check_complete(evidence.history)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
@@ -140,5 +142,13 @@ def recheck(bundle: str | Path) -> tuple[Verdict, list[ClauseResult]]:
     if Verdict.INVALID in verdicts:
         return Verdict.INVALID, results
     if any(r.clause_id in PSEUDO_CLAUSES and r.verdict is Verdict.UNKNOWN for r in results):
+        return Verdict.UNKNOWN, results
+    declared = manifest.get("clauses") if isinstance(manifest.get("clauses"), list) else []
+    held = {r.clause_id for r in results if r.verdict is Verdict.VALID}
+    missing = [c for c in declared if isinstance(c, str) and c not in held]
+    if missing:
+        seen = {r.clause_id for r in results}
+        results += [ClauseResult(c, Verdict.UNKNOWN, f"not judged {c}: the case was run for it, and its stored "
+                                 "history does not show it held") for c in missing if c not in seen]
         return Verdict.UNKNOWN, results
     return (Verdict.VALID if Verdict.VALID in verdicts else Verdict.UNKNOWN), results

@@ -48,6 +48,7 @@ from recoverykit.conformance.checker import (
     ClauseResult,
     check,
     pseudo_result,
+    unknown_if_truncated,
 )
 from recoverykit.conformance.checks_script import unmet_by_failed_requests
 from recoverykit.conformance.client_process import split_command
@@ -323,6 +324,7 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
                     case.message, failure = f"the scenario could not finish: {exc}", exc
                 evidence = run.evidence()  # the drive's own results too: no goal is met by an unanswered request
                 case.results = unmet_by_failed_requests(evidence, case.results + check(evidence))
+                case.results = unknown_if_truncated(case.results, evidence.ledger)  # the drives' results too
                 if failure is not None:
                     ended(case.results, failure)
     except AdapterCommandError:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
-from recoverykit.conformance.history import History, Observation, restarts
+from recoverykit.conformance.history import KILL_REFUSED, NOTHING_KILLED, Fault, History, Observation, Op, restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
-from recoverykit.conformance.provider_ledger import Call, calls
+from recoverykit.conformance.provider_ledger import Call, calls, evidence_truncated
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 from recoverykit.conformance.witness import WitnessLog
 from recoverykit.model.catalogue import Verdict
@@ -490,10 +490,19 @@ def pseudo_result(clause_id: str, verdict: Verdict, detail: str, evidence: Itera
 
 
 def check_protocol(ev: Evidence) -> list[ClauseResult]:
-    """The protocol breaks the kit recorded (an ``info`` completion carrying ``protocol``): a break is invalid,
-    silence unknown. A clean history gives no result: keeping the protocol is not a clause of the contract."""
+    """The protocol breaks the kit recorded: an ``info`` completion carrying ``protocol`` (a break is invalid,
+    silence unknown), and a ``kill_refused`` fault (``processes`` named a pid not of the run: invalid).
+    A clean history gives no result: keeping the protocol is not a clause of the contract."""
     found: list[tuple[Verdict, str]] = []
-    for op in ev.history.ops:
+    for event in ev.history.events:
+        if isinstance(event, Fault) and event.kind == KILL_REFUSED:
+            what = event.detail.get("text") or f"the kit refused to kill pid {event.detail.get('pid')}: " \
+                                                f"{event.detail.get('why')}"
+            found.append((Verdict.INVALID, f"fault {event.index} ({KILL_REFUSED}): {str(what)[:600]}"))
+            continue
+        if not isinstance(event, Op):
+            continue
+        op = event
         value = op.value if isinstance(op.value, dict) else {}
         if op.type != "info" or "protocol" not in value:
             continue
@@ -503,6 +512,18 @@ def check_protocol(ev: Evidence) -> list[ClauseResult]:
         return []
     worst = next((f for f in found if f[0] is Verdict.INVALID), found[0])
     return [pseudo_result(PROTOCOL, worst[0], worst[1], [text for _, text in found])]
+
+
+def check_kills_landed(ev: Evidence) -> list[ClauseResult]:
+    """A required kill that killed nothing (``nothing_killed``: the adapter listed no process to kill) left the
+    case without the restart it was built on: its evidence is incomplete, so unknown, with that reason, as chaos
+    says it. A kill allowed to find nothing (a random wave's) gives no result."""
+    missed = [f"fault {f.index}: the {str(f.detail.get('during', 'kill')).replace('_', ' ')} killed nothing: the "
+              f"adapter's processes reply listed {f.detail.get('listed') or 'no process'}, so no runtime process "
+              "was interrupted" for f in ev.history.faults if f.kind == NOTHING_KILLED and f.detail.get("required")]
+    if not missed:
+        return []
+    return [pseudo_result(COMPLETION, Verdict.UNKNOWN, missed[0], missed)]
 
 
 def check_complete(history: History) -> list[ClauseResult]:
@@ -519,16 +540,34 @@ def check_complete(history: History) -> list[ClauseResult]:
 
 CHECKS: tuple[Callable[[Evidence], list[ClauseResult]], ...] = (
     check_inputs, kit_evidence(check_unknown_effects), kit_evidence(check_usage), check_generations, check_stops,
-    check_settled, check_continuations, check_not_a_pause, check_protocol,
+    check_settled, check_continuations, check_not_a_pause, check_protocol, check_kills_landed,
 )
 
 
 def check(ev: Evidence) -> list[ClauseResult]:
     """Every history clause, judged on one run's evidence; each result labelled with its evidence basis. None is
-    valid in a run where the kit's script ran out (``checks_script``)."""
-    from recoverykit.conformance.checks_script import unmet_by_failed_requests
-    return unmet_by_failed_requests(ev, [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
-                                         for fn in all_checks() for result in fn(ev)])
+    valid in a run where the kit's script ran out (``checks_script``).
+
+    When the provider had to drop evidence (its ledger hit its size cap: ``evidence_truncated``), no verdict
+    can rest on the ledger, so every clause result is unknown, with that reason (a protocol break stays)."""
+    from recoverykit.conformance.checks_script import unmet_by_failed_requests  # here: it imports this module
+    results = unmet_by_failed_requests(ev, [replace(result, basis=getattr(fn, "evidence", SELF_REPORTED))
+                                            for fn in all_checks() for result in fn(ev)])
+    return unknown_if_truncated(results, ev.ledger)
+
+
+TRUNCATED_WHY = "the provider ledger was truncated at its size cap, so the evidence is incomplete"
+
+
+def unknown_if_truncated(results: list[ClauseResult], ledger: list[dict[str, Any]]) -> list[ClauseResult]:
+    """``results`` as they are, or, when the provider dropped evidence (``evidence_truncated``), every one but a
+    protocol break made unknown, plus one ``completion`` unknown saying why: missing evidence is never valid."""
+    if not evidence_truncated(ledger):
+        return results
+    out = [r if r.clause_id == PROTOCOL or (r.verdict is Verdict.UNKNOWN and TRUNCATED_WHY in r.text) else
+           replace(r, verdict=Verdict.UNKNOWN, text=f"not judged {r.clause_id}: {TRUNCATED_WHY} (was: {r.text})"[:2000])
+           for r in results if not (r.clause_id == COMPLETION and TRUNCATED_WHY in r.text)]
+    return [*out, pseudo_result(COMPLETION, Verdict.UNKNOWN, TRUNCATED_WHY)]
 
 
 def all_checks() -> tuple[Callable[[Evidence], list[ClauseResult]], ...]:

@@ -9,6 +9,9 @@ this check gathers the verdicts the other history checks give for safety clauses
 - valid when it restarted and every safety clause judged held (at least one judged);
 - unknown when the run never restarted, or judged no safety clause.
 
+Pseudo-clauses (``protocol``, ``completion``) are not in the catalogue and have no kind: they are judged on
+their own (a protocol break stays invalid under ``protocol``) and FA-01 passes over them.
+
 So a verdict is per restart kind the run applied (listed in its text), never for kinds it did not: the whole
 matrix, every kind at every point, is the failure-acceptance report's (chaos), whose FA-01 cells are valid only
 where this check held in a case of that cell. Drive functions' own results are not seen here (a history check
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result, all_checks
+from recoverykit.conformance.checker import PSEUDO_CLAUSES, ClauseResult, Evidence, _result, all_checks
 from recoverykit.conformance.history import restarts
 from recoverykit.model.catalogue import Verdict
 from recoverykit.model.contract import Kind, clause
@@ -31,7 +34,8 @@ def check_safety_after_restarts(ev: Evidence) -> list[ClauseResult]:
     if not kinds:
         return [_result("FA-01", Verdict.UNKNOWN, "the run never restarted the runtime")]
     safety = [r for fn in all_checks() if fn is not check_safety_after_restarts for r in fn(ev)
-              if r.clause_id != "FA-01" and clause(r.clause_id).kind is Kind.SAFETY]
+              if r.clause_id != "FA-01" and r.clause_id not in PSEUDO_CLAUSES  # e.g. a protocol break: its own result
+              and clause(r.clause_id).kind is Kind.SAFETY]
     broken = [r for r in safety if r.verdict is Verdict.INVALID]
     held = sorted({r.clause_id for r in safety if r.verdict is Verdict.VALID})
     after = f"after {', '.join(kinds)}"

@@ -172,7 +172,7 @@ def drive_effect_set_changed(run: Run) -> list[ClauseResult]:
     first = run.wait_witness(lambda e: e.tool == "probe_unknown" and e.done and e.probe_token.split(".")[-3] == "1",
                              timeout_s=sc.SETTLE_S)
     if first:
-        run.kill("tool_kill", roles=("tool",))
+        run.kill("tool_kill", roles=("tool",), required=False)  # the tool may have exited since its effect
     for _ in range(3):  # the second write's fresh approval, then the third write's own
         again, _ = wait_pending(run, timeout_s=5.0)
         if not again:

@@ -33,8 +33,8 @@ from recoverykit.conformance import killer, paused, proc_guard, reaper
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import Evidence
 from recoverykit.conformance.client import AdapterClient
-from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError
-from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.errors import AdapterTimeout, NothingKilled, OperationFailed, ProtocolError
+from recoverykit.conformance.history import NOTHING_KILLED, Recorder
 from recoverykit.conformance.killer import ProcRef
 from recoverykit.conformance.private_files import copy_tree, private_dir
 from recoverykit.conformance.probe_tools import standard_probe_tools
@@ -293,21 +293,34 @@ class Run:
 
     # --- faults the kit does itself ------------------------------------------------------------------
 
-    def kill(self, kind: str, *, roles: tuple[str, ...] | None = None) -> list[int]:
+    def kill(self, kind: str, *, roles: tuple[str, ...] | None = None, required: bool = True) -> list[int]:
         """SIGKILL runtime processes named by ``processes`` (pid + create_time); recorded as a fault.
 
         ``worker_kill`` kills workers alone (tool children live on); anything else kills every listed
         process with its descendants. Every listed pid is vetted first (``proc_guard``): a pid not of
-        this run raises ``RefusedProcess`` (a protocol break) before anything is signalled.
+        this run raises ``RefusedProcess`` (a protocol break) before anything is signalled, recorded in the
+        history as a ``kill_refused`` fault. A kill that kills nothing (the adapter listed no process of the
+        roles, as chaos finds) is no restart: it is recorded as a ``nothing_killed`` fault, and, when
+        ``required``, raises ``NothingKilled``, so the case is unknown with that reason instead of blaming the
+        runtime's clauses for a restart that never happened.
         """
         listed = self.processes()
         if roles is None:
             roles = ("worker",) if kind == "worker_kill" else ("control", "worker", "tool", "other")
         chosen = [p for p in listed if p["role"] in roles]
         adapter_pid = self.client.pid if self.client else None
-        targets = [{"pid": pid, "create_time": ct} for pid, ct in proc_guard.vet(chosen, self.marker,
-                                                                                 adapter_pid=adapter_pid)]
+        vetted = proc_guard.vet_recorded(chosen, self.marker, adapter_pid=adapter_pid, during=kind,
+                                         fault=self.recorder.fault)
+        targets = [{"pid": pid, "create_time": ct} for pid, ct in vetted]
         killed = kill_listed(targets, tree=kind != "worker_kill")
+        if not killed:
+            shown = [(p.get("pid"), p.get("role")) for p in listed]
+            self.recorder.fault(NOTHING_KILLED, during=kind, roles=list(roles), listed=shown, required=required)
+            if required:
+                raise NothingKilled(f"the {kind.replace('_', ' ')} killed nothing: the adapter's processes reply "
+                                    f"listed {shown or 'no process'} (roles {', '.join(roles)}), so no runtime "
+                                    "process was interrupted and the case proves nothing about recovery")
+            return killed
         self.recorder.fault(kind, pids=killed, roles=list(roles))
         return killed
 
@@ -316,7 +329,8 @@ class Run:
         recorded as a ``process_pause`` fault. False when the runtime does not list it or it is gone."""
         chosen = [p for p in self.processes() if p["pid"] == pid]
         adapter_pid = self.client.pid if self.client else None
-        vetted = proc_guard.vet(chosen, self.marker, adapter_pid=adapter_pid)
+        vetted = proc_guard.vet_recorded(chosen, self.marker, adapter_pid=adapter_pid, during="process_pause",
+                                         fault=self.recorder.fault)
         if not vetted:
             return False
         ref = ProcRef(*vetted[0])

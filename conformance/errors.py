@@ -116,6 +116,11 @@ class RefusedProcess(ProtocolError):
     """The adapter's ``processes`` named a pid the kit may not kill: not of this run, or the kit's own."""
 
 
+class NothingKilled(RecoveryKitError):
+    """A kill found no runtime process to kill (the adapter listed none of the roles, or they were gone): the
+    case interrupted nothing, so it proves nothing about recovery (unknown, never invalid on runtime clauses)."""
+
+
 class AdapterCommandError(InvalidArgument):
     """The adapter command line is empty, unparsable, or names a program that cannot be started."""
 
@@ -126,6 +131,7 @@ __all__ = [
     "AdapterTimeout",
     "LineTooLong",
     "MalformedMessage",
+    "NothingKilled",
     "OperationFailed",
     "ProtocolError",
     "RefusedProcess",

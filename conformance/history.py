@@ -56,9 +56,13 @@ Event = Op | Observation | Fault
 
 # Faults of the kit's that take no runtime process down: a clock jump, a resource taken away or given back,
 # a process paused (SIGSTOP) or let go on (SIGCONT), the state of a scripted external operation set (profile
-# waits). Checks about restarts ignore them.
+# waits), a kill or pause the kit refused (a pid not of the run: nothing signalled), a kill that found nothing to
+# kill. Checks about restarts ignore them.
+KILL_REFUSED = "kill_refused"  # the kit refused to kill or pause a pid the adapter listed (proc_guard.vet_recorded)
+NOTHING_KILLED = "nothing_killed"  # a kill found no listed process to kill: no restart happened
 NOT_A_RESTART = frozenset({"clock_jump", "resource_missing", "resource_restored", "process_pause",
-                           "process_continue", "external_state", "workspace_inspection"})
+                           "process_continue", "external_state", "workspace_inspection", KILL_REFUSED,
+                           NOTHING_KILLED})
 
 
 def restarts(history: History) -> list[Fault]:

@@ -11,19 +11,22 @@ before any signal is sent, every listed pid is checked against the kernel:
 
 A listed pid that is already gone (or a zombie) is skipped: there is nothing left to kill. Anything
 else is refused with ``RefusedProcess``, a protocol break (invalid) that names the pid, before any
-process has been signalled.
+process has been signalled. ``vet_recorded`` also writes the refusal into the run's history as a
+``kill_refused`` fault (the pid and why), so ``recoverykit check`` on the stored bundle judges it as the
+run did: the refusal is evidence, and evidence lives in the history.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psutil
 from recoverykit.conformance import proc_markers
 from recoverykit.conformance.errors import RefusedProcess
+from recoverykit.conformance.history import KILL_REFUSED
 from recoverykit.conformance.killer import proc_stat, same_start
 
 MARKER_ENV = "RECOVERYKIT_RUN_MARKER"
@@ -49,8 +52,22 @@ def _field(item: Any, name: str) -> Any:
 
 
 def _refuse(pid: int, why: str) -> RefusedProcess:
-    return RefusedProcess(f"the kit refused to kill pid {pid}: {why}; nothing was signalled (processes must name "
-                          "only live processes of this run)", doc="docs/protocol.md#processes")
+    exc = RefusedProcess(f"the kit refused to kill pid {pid}: {why}; nothing was signalled (processes must name "
+                         "only live processes of this run)", doc="docs/protocol.md#processes")
+    exc.pid, exc.why = pid, why
+    return exc
+
+
+def vet_recorded(listed: Iterable[Any], marker: str, *, adapter_pid: int | None, during: str,
+                 fault: Callable[..., Any]) -> list[tuple[int, float]]:
+    """``vet``, and a refusal recorded first as a ``kill_refused`` fault by ``fault(kind, **detail)`` (the
+    recorder's): the pid, why, the kit's action it stopped (``during``) and the whole message."""
+    try:
+        return vet(listed, marker, adapter_pid=adapter_pid)
+    except RefusedProcess as exc:
+        fault(KILL_REFUSED, pid=getattr(exc, "pid", None), why=getattr(exc, "why", exc.reason), during=during,
+              text=str(exc)[:2000])
+        raise
 
 
 def of_run(pid: int, marker: str, stop: frozenset[int] = frozenset()) -> bool:

@@ -8,16 +8,23 @@ request line, ``Content-Length: abc`` or negative, a body that is not what an en
 400 with an OpenAI-style error, and the ``/_kit/`` endpoints answer 403 unless the request carries the
 provider's per-run token in ``X-Recoverykit-Token`` (a runtime, or anything else on 127.0.0.1, must
 not release its own holds or read the ledger).
+
+Bounded, whatever arrives: a path over ``MAX_PATH`` bytes gets 414, a body over ``MAX_BODY`` 413, and the bodies
+being read at once share ``BODY_BUDGET`` bytes (a request that cannot get its share within ``BODY_WAIT_S`` gets
+503), so concurrent large bodies cannot grow the kit's memory with the number of connections. A refused
+request's ledger record keeps a prefix of its path with the whole path's length and digest, once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import json
 import re
 import select
 import socket
+import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
@@ -29,6 +36,11 @@ if TYPE_CHECKING:
     from recoverykit.conformance.provider import Planned, ScriptedProvider
 
 MAX_BODY = 16 * 1024 * 1024
+MAX_PATH = 8192  # bytes of a request path (the endpoints' are short); longer: 414
+BODY_BUDGET = 2 * MAX_BODY  # bytes of request bodies being read and parsed at once, over every connection
+BODY_WAIT_S = 30.0  # how long a body waits for its share of the budget before 503
+MAX_ID = 1024  # characters of an X-Request-Id or Idempotency-Key (the request's record keeps them whole); longer: 431
+PATH_PREFIX = 200  # characters of a refused request's path its ledger record keeps
 TOKEN_HEADER = "X-Recoverykit-Token"
 KIT_PREFIX = "/_kit/"
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -62,6 +74,45 @@ def split_text(text: str, parts: int) -> list[str]:
 
 class _Cut(Exception):
     """The scripted reply ends here without finishing (or the client went away)."""
+
+
+class _BodyBudget:
+    """Bytes of request bodies in flight, shared by every connection: ``take`` waits (bounded) for room."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.used = total, 0
+        self._cond = threading.Condition()
+
+    def take(self, n: int, wait_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.used + n <= self.total, timeout=wait_s) and self._grant(n)
+
+    def _grant(self, n: int) -> bool:
+        self.used += n
+        return True
+
+    def give(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+
+BODIES = _BodyBudget(BODY_BUDGET)  # per process: the kit's memory is what it bounds
+
+
+def path_fields(path: Any) -> dict[str, Any]:
+    """A path as a ledger record keeps it: a prefix, and the whole path's length and digest when it was cut."""
+    if not isinstance(path, str):
+        return {"path": None}
+    if len(path) <= PATH_PREFIX:
+        return {"path": path}
+    raw = path.encode("utf-8", "replace")
+    return {"path": path[:PATH_PREFIX], "path_bytes": len(raw), "path_sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def _shown(path: Any) -> str:
+    text = str(path)
+    return repr(text) if len(text) <= PATH_PREFIX else f"{text[:PATH_PREFIX]!r}... ({len(text)} characters)"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -101,8 +152,18 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _reject(self, status: int, message: str, code: str) -> None:
-        self.provider.ledger.append("rejected", path=getattr(self, "path", None), status=status, reason=message)
+        """Answer an error; the ledger keeps the path once, cut (``path_fields``), and the reason (never the path)."""
+        self.provider.ledger.append("rejected", **path_fields(getattr(self, "path", None)), status=status,
+                                    reason=message[:500])
         self._send_json(status, error_body(message, code=code))
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if len(self.path) > MAX_PATH:
+            self.send_error(414, f"the request path is {len(self.path)} bytes, over the {MAX_PATH} byte limit")
+            return False
+        return True
 
     def _kit_allowed(self) -> bool:
         """A ``/_kit/`` request carries this run's token; else it is refused with 403 (and False)."""
@@ -160,10 +221,11 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/_kit/ledger":
             self._send_json(200, self.provider.records())
         else:
-            self._reject(404, f"unknown path {self.path!r}; {_SERVES}", "unknown_url")
+            self._reject(404, f"unknown path {_shown(self.path)}; {_SERVES}", "unknown_url")
 
     def _not_allowed(self) -> None:
-        self._reject(405, f"method {self.command} is not supported on {self.path!r}; {_SERVES}", "method_not_allowed")
+        self._reject(405, f"method {self.command} is not supported on {_shown(self.path)}; {_SERVES}",
+                     "method_not_allowed")
 
     do_PUT = do_DELETE = do_PATCH = _not_allowed
 
@@ -174,21 +236,40 @@ class Handler(BaseHTTPRequestHandler):
         length = self._body_length()
         if length is None:
             return
+        if not BODIES.take(length, BODY_WAIT_S):
+            self._reject(503, f"too many request bodies in flight (over {BODY_BUDGET} bytes in all); retry",
+                         "server_busy")
+            return
+        try:
+            answered = self._post_body(length, arrived)
+        finally:
+            BODIES.give(length)
+        if answered is not None:
+            self._serve_plan(*answered)
+
+    def _post_body(self, length: int, arrived: float) -> tuple[Planned, dict[str, Any]] | None:
+        """Read, parse and admit a body within its share of ``BODIES``; what ``_serve_plan`` needs of it, or None
+        when answered already. The body itself is not kept past here (a held reply would keep it alive)."""
         raw = self.rfile.read(length) if length else b""
         try:
             body = json.loads(raw or b"null")
         except ValueError as exc:  # also invalid UTF-8 (UnicodeDecodeError is a ValueError)
-            self._reject(400, f"the request body is not valid JSON ({exc})", "invalid_json")
-            return
+            self._reject(400, f"the request body is not valid JSON ({str(exc)[:200]})", "invalid_json")
+            return None
+        del raw
         if self.path == "/_kit/release":
             self._release(body)
-            return
+            return None
         if self.path.rstrip("/") not in COMPLETIONS_PATHS:
-            self._reject(404, f"unknown path {self.path!r}; {_SERVES}", "unknown_url")
-            return
+            self._reject(404, f"unknown path {_shown(self.path)}; {_SERVES}", "unknown_url")
+            return None
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._reject(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
-            return
+            return None
+        for name in ("X-Request-Id", "Idempotency-Key"):  # kept whole in the request's record: bounded here
+            if len(self.headers.get(name) or "") > MAX_ID:
+                self._reject(431, f"the {name} header is over {MAX_ID} characters", "header_too_large")
+                return None
         authorization = self.headers.get("Authorization")
         if not hasattr(self, "_sender"):  # once per connection: keep-alive requests share their sender
             self._sender = sender_of(self.client_address, self.server.server_address)
@@ -200,7 +281,7 @@ class Handler(BaseHTTPRequestHandler):
             self.provider.respond(seq=seq, request_id=request_id, status=400, delivered=True,
                                   chunks_sent=0, usage_billed=None, usage_reported=None, usage_chunks=0,
                                   response_id=None, response_id_sent=False, probe_tokens=[], cut=None)
-            return
+            return None
         refused = self.provider.refusal(plan, body, authorization)
         if refused is not None:  # a resource the kit took away: answered as OpenAI does, nothing billed
             status, code, message = refused
@@ -208,8 +289,8 @@ class Handler(BaseHTTPRequestHandler):
             self.provider.respond(seq=seq, request_id=request_id, status=status, delivered=True, chunks_sent=0,
                                   usage_billed=None, usage_reported=None, usage_chunks=0, response_id=None,
                                   response_id_sent=False, probe_tokens=[], cut=None, refused=code)
-            return
-        self._serve_plan(plan, body)
+            return None
+        return plan, {"stream": body.get("stream"), "stream_options": body.get("stream_options")}
 
     def _release(self, body: Any) -> None:
         body = {} if body is None else body

@@ -30,6 +30,18 @@ Append-only JSON lines, one ``os.write`` per record on an ``O_APPEND`` descripto
   ``{"event": "resource_restored", "script_id"}``: the kit took a resource away from a script's requests,
   or gave it back.
 
+- ``{"event": "rejected", "path", "path_bytes", "path_sha256", "status", "reason"}``: a request the provider does not
+  serve (a bad request line, an unknown path, a refused body), answered with an error; ``path`` is at most
+  ``PATH_PREFIX`` characters, with the whole path's length and digest beside it.
+- ``{"event": "truncated", "what", "dropped_after_bytes"}``: the ledger stopped recording ``what`` here (see below).
+
+Bounded, because whatever arrives on its port writes into it: records of unrecognised requests
+(``rejected``, ``handler_error``: noise, no check reads them) share ``NOISE_BUDGET`` bytes; past it one
+``truncated`` marker (``what: "unrecognised requests"``) is written and they are only counted. The evidence
+records (requests to the completions endpoint, their responses, holds) are always recorded while the file is
+under ``MAX_LEDGER_BYTES``; past it one ``truncated`` marker with ``what: "evidence"`` is written, and a
+ledger holding it (``evidence_truncated``) leaves every verdict resting on it unknown, never valid.
+
 ``read_ledger`` tolerates a torn last line (a writer killed mid-write); ``calls`` joins a request
 with its response.
 """
@@ -46,27 +58,63 @@ from typing import Any
 
 from recoverykit.model.errors import MalformedRecord
 
+NOISE = frozenset({"rejected", "handler_error"})  # records of requests the provider does not serve: no check reads them
+NOISE_BUDGET = 1 << 20  # bytes of noise records a ledger keeps; then one ``truncated`` marker, and a count
+MAX_LEDGER_BYTES = 256 << 20  # the whole ledger; past it evidence is dropped, marked, and its verdicts are unknown
+TRUNCATED = "truncated"
+EVIDENCE = "evidence"  # the ``what`` of a marker after which evidence records were dropped
+
+
+def evidence_truncated(records: list[dict[str, Any]]) -> bool:
+    """Did the provider drop evidence records (the ledger hit ``MAX_LEDGER_BYTES``)? Then nothing resting on the
+    ledger can be valid."""
+    return any(r.get("event") == TRUNCATED and r.get("what") == EVIDENCE for r in records)
+
 
 class Ledger:
-    """The writer; thread-safe; every record is durable when ``append`` returns."""
+    """The writer; thread-safe; every record is durable when ``append`` returns (a dropped one: never written).
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    Noise past ``NOISE_BUDGET`` is counted (``dropped``), not written, so a flood of unrecognised requests
+    costs neither unbounded disk nor memory nor an fsync each."""
+
+    def __init__(self, path: str | os.PathLike, *, noise_budget: int = NOISE_BUDGET,
+                 max_bytes: int = MAX_LEDGER_BYTES) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lock = threading.Lock()
         self._records: list[dict[str, Any]] = []
+        self._noise_budget, self._max_bytes = noise_budget, max_bytes
+        self._bytes = self._noise = 0
+        self.dropped: dict[str, int] = {}  # what -> how many records were not written
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"event": event, "time": time.time(), **fields}
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        noise = event in NOISE
         with self._lock:
             if self._fd < 0:
                 raise ValueError(f"ledger {self.path} is closed")
-            os.write(self._fd, line)
-            os.fsync(self._fd)
-            self._records.append(record)
+            what = "unrecognised requests" if noise else EVIDENCE
+            over = (self._noise + len(line) > self._noise_budget) if noise else \
+                (self._bytes + len(line) > self._max_bytes)
+            if over or what in self.dropped:
+                if what not in self.dropped:
+                    self._write({"event": TRUNCATED, "time": record["time"], "what": what,
+                                 "dropped_after_bytes": self._noise if noise else self._bytes})
+                self.dropped[what] = self.dropped.get(what, 0) + 1
+                return record
+            self._write(record, line)
+            if noise:
+                self._noise += len(line)
         return record
+
+    def _write(self, record: dict[str, Any], line: bytes | None = None) -> None:
+        line = line or (json.dumps(record, sort_keys=True) + "\n").encode()
+        os.write(self._fd, line)
+        os.fsync(self._fd)
+        self._bytes += len(line)
+        self._records.append(record)
 
     def records(self) -> list[dict[str, Any]]:
         with self._lock:

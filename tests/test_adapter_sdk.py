@@ -217,3 +217,48 @@ def test_a_tool_orphaned_by_a_killed_worker_is_still_listed(tmp_path):
         tool = int((tmp_path / "tool.pid").read_text())
         if psutil.pid_exists(tool):
             os.kill(tool, signal.SIGKILL)
+
+
+class Exiting(Adapter):
+    """Handlers that end their thread the hard way, and ones that try to write the envelope themselves."""
+
+    name = "exiting"
+
+    def op_submit(self, req):
+        if req["text"] == "exit":
+            sys.exit(3)
+        if req["text"] == "interrupt":
+            raise KeyboardInterrupt
+        if req["text"] == "retype":
+            return {"type": "pause_ok", "input_id": "i", "work_id": "w"}
+        return {"input_id": "i", "work_id": "w", "in_reply_to": 99, "msg_id": 7}
+
+
+@pytest.mark.parametrize("overlapping", [True, False])
+def test_sys_exit_and_keyboard_interrupt_in_a_handler_get_an_internal_reply(tmp_path, capsys, overlapping):
+    submit = {"type": "submit", "session_id": "s", "client_msg_id": "c"}
+    lines = "".join(json.dumps(r) + "\n" for r in [
+        {**INIT, "data_dir": str(tmp_path)}, {**submit, "msg_id": 2, "text": "exit"},
+        {**submit, "msg_id": 3, "text": "interrupt"}, {"type": "shutdown", "msg_id": 4}])
+    out, adapter = io.BytesIO(), Exiting()
+    adapter.overlapping = overlapping
+    adapter.serve(io.BytesIO(lines.encode()), out)  # on the old SDK: inline, SystemExit escapes serve
+    replies = {r["in_reply_to"]: r for r in map(json.loads, out.getvalue().splitlines())}
+    assert sorted(replies) == [1, 2, 3, 4]  # on the old SDK, threaded: the two submits never got a reply
+    for msg_id, name in ((2, "SystemExit"), (3, "KeyboardInterrupt")):
+        assert (replies[msg_id]["type"], replies[msg_id]["code"], replies[msg_id]["definite"]) == (
+            "error", "internal", False)
+        assert replies[msg_id]["text"].startswith(name)
+    assert "SystemExit" in capsys.readouterr().err
+
+
+def test_a_handler_cannot_set_the_envelope_keys(tmp_path, capsys):
+    submit = {"type": "submit", "session_id": "s", "client_msg_id": "c"}
+    replies = _serve(Exiting(), [INIT, {**submit, "msg_id": 2, "text": "retype"},
+                                 {**submit, "msg_id": 3, "text": "redirect"}, {"type": "shutdown", "msg_id": 4}],
+                     tmp_path)
+    assert [(r["type"], r["in_reply_to"]) for r in replies] == [
+        ("init_ok", 1), ("error", 2), ("error", 3), ("shutdown_ok", 4)]
+    assert [r["msg_id"] for r in replies] == [1, 2, 3, 4]  # the SDK's own ids, never the handler's 7
+    assert "'type'" in replies[1]["text"] and replies[1]["code"] == "internal"
+    assert "'msg_id', 'in_reply_to'" in replies[2]["text"] and replies[2]["definite"] is False

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from env_helpers import marked_by
+from bundle_agreement import bundles_under, disagreements
+from env_helpers import cli_in_process, marked_by
 from recoverykit.conformance import proc_guard
 from recoverykit.conformance.errors import RefusedProcess
 from recoverykit.conformance.reaper import ENV_RUN_MARKER, new_marker
@@ -102,6 +103,7 @@ def test_chaos_refuses_to_kill_a_pid_outside_the_run(tmp_path, stranger, mode):
         assert named in case["why"] and "refused" in case["why"]
     cells = {c["kind"]: c for c in json.loads(out)["coverage"]["cells"] if c["point"] == "tool.result.commit.before"}
     assert cells["tree_kill"]["status"] != "exercised"
+    assert bundles_under(tmp_path / "o") and disagreements(tmp_path / "o") == []  # the refusal is in each history
     assert stranger.poll() is None, "the kit killed a process outside its run"
     assert psutil.Process(stranger.pid).status() != psutil.STATUS_STOPPED
     assert seconds < BOUND_S
@@ -146,9 +148,37 @@ def test_certify_never_stops_itself_nor_kills_a_stranger(tmp_path, stranger, mod
     assert results["verdict"] != "valid"
     (case,) = results["cases"]
     assert "refused to kill pid" in case["message"]
+    # the refusal is in the bundle's history, so a re-check judges it as certify did (issue 27 item 6: check said
+    # valid, exit 0, while bundle.json said invalid)
+    assert bundles_under(tmp_path / "o"), "no bundle was written"
+    assert disagreements(tmp_path / "o") == []
+    code, text = cli_in_process("check", str(tmp_path / "o" / "bundles" / "chat_unknown_write"))
+    assert code == 1 and "kill_refused" in text and "refused to kill pid" in text, text
     assert stranger.poll() is None
     assert seconds < BOUND_S
     assert_clean(pid, out, err)
+
+
+def test_certify_with_an_adapter_that_lists_no_process_is_unknown_not_a_runtime_break(tmp_path):
+    """Issue 27 item 17: certify blamed OWN-03 ("a silent cross-host takeover"), RI-06 and REC-02 on a runtime whose
+    adapter lists no process, though its kills killed nothing; chaos names the cause. Now each such case ends
+    unknown with that reason, and its bundle re-checks unknown (the history holds a ``nothing_killed`` fault)."""
+    out = tmp_path / "o"
+    rc, stdout, err, pid, seconds = recoverykit("certify", "--seed", "1", "--only", "host_change", "--only",
+                                                "stop_before_resource", "--only", "recovery_disabled", "--out",
+                                                str(out), "--adapter", adapter("empty"))
+    assert rc == 2, err[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert {c["name"]: c["verdict"] for c in results["cases"]} == dict.fromkeys(
+        ("host_change", "stop_before_resource", "recovery_disabled"), "unknown")
+    for case in results["cases"]:
+        assert "killed nothing" in case["message"] and "listed no process" in case["message"], case["message"]
+        assert [r["clause"] for r in case["results"] if r["verdict"] == "invalid"] == []
+    assert disagreements(out) == []
+    code, text = cli_in_process("check", str(out / "bundles" / "host_change"))
+    assert code == 2 and "killed nothing" in text, text
+    assert seconds < BOUND_S
+    assert_clean(pid, stdout, err)
 
 
 # --- the guard itself ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from bundle_agreement import disagreements
 from env_helpers import cli_in_process, marked_by
 from recoverykit.chaos.systematic import RESULTS_KIND
 from recoverykit.conformance.history import Recorder
@@ -85,6 +86,7 @@ def test_a_protocol_break_inside_lockstep_is_invalid_in_every_output(tmp_path):
     assert suite.get("failures") == "1"
     assert suite.find("properties/property[@name='verdict']").get("value") == "invalid"
     # the stored bundle re-checks the same way: the break is in the kit's own history
+    assert disagreements(out) == []  # every bundle re-checks as the run judged it
     code, text = run_kit("check", str(out / "bundles" / "lockstep"), bound_s=60)
     assert code == 1, text
     assert "broke protocol" in text
@@ -102,8 +104,28 @@ def test_a_protocol_break_inside_a_scenario_is_invalid_not_unknown(tmp_path):
     assert verdicts["chat_read_tool"] == "invalid"
     assert [n for n, v in verdicts.items() if v == "invalid"] == ["chat_read_tool"]
     assert junit_suite(out).get("failures") == "1"
+    assert disagreements(out) == []  # every bundle re-checks as the run judged it
     code, text = run_kit("check", str(out / "bundles" / "chat_read_tool"), bound_s=60)
     assert code == 1, text
+
+
+def test_a_protocol_break_inside_an_observe_of_a_restarting_case_keeps_every_clause(tmp_path):
+    """Issue 27 item 9: FA-01 asked the catalogue for the kind of the `protocol` pseudo-clause (UnknownClause), so the
+    case became unknown with one `completion` result, and `check` called its bundle corrupt (64)."""
+    out = tmp_path / "out"
+    code, text = run_kit("certify", "--adapter", proxy("extra-key:observe", after=2), "--seed", "1",
+                         "--only", "stop_all_restart", "--out", str(out))
+    assert code == 1, text
+    (case,) = results(out)["cases"]
+    assert case["verdict"] == "invalid"
+    by_clause = {r["clause"]: r["verdict"] for r in case["results"]}
+    assert by_clause["protocol"] == "invalid"
+    assert "completion" not in by_clause  # the case ran to its end: every other clause is judged
+    assert by_clause["INP-01"] == "valid" and "FA-01" in by_clause
+    assert disagreements(out) == []  # every bundle re-checks as the run judged it
+    code, text = run_kit("check", str(out / "bundles" / "stop_all_restart"), bound_s=60)
+    assert code == 1, text
+    assert "broke protocol" in text and "corrupt" not in text
 
 
 # --- defect 3: an empty --adapter --------------------------------------------------------------------------------
@@ -144,6 +166,7 @@ def test_an_adapter_that_hangs_on_start_is_unknown_and_leaves_no_process(tmp_pat
     doc = results(out)
     assert doc["verdict"] == "unknown" and doc["clauses"]["protocol"]["verdict"] == "unknown"
     assert (out / "junit.xml").exists()
+    assert disagreements(out) == []  # every bundle re-checks as the run judged it
     code, text = run_kit("check", str(out / "bundles" / "lockstep"), bound_s=60)
     assert code == 2, text  # silence stays unknown in the stored bundle, never valid
 

@@ -11,7 +11,10 @@ The loop then:
   break the protocol is not sent: the author reads on stderr what is wrong and which section of
   docs/protocol.md to read, and the kit gets an indefinite ``internal`` error, which claims nothing;
 - turns ``Refused`` into an ``error`` whose ``definite`` agrees with the registry, and any other exception
-  into ``internal`` (indefinite: the outcome is unknown), with the traceback on stderr;
+  into ``internal`` (indefinite: the outcome is unknown), with the traceback on stderr; ``SystemExit`` and
+  ``KeyboardInterrupt`` raised by a handler included: they would otherwise end its thread with no reply;
+- owns the envelope: a handler's returned fields cannot set ``type``, ``msg_id`` or ``in_reply_to`` (such a
+  reply becomes an ``internal`` error naming the key), so every reply answers the request it was made for;
 - keeps the protocol channel private: fds 0 and 1 are moved aside, so a runtime process started from
   here, or a stray ``print``, writes to stderr instead of corrupting the stream.
 """
@@ -36,6 +39,7 @@ log = logging.getLogger("recoverykit.adapter")
 LIFECYCLE = frozenset({"start", "stop", "restart", "shutdown", "plant_paused_record"})
 SHUTDOWN_GRACE_S = 2.0  # how long ``shutdown`` waits for requests in progress before it stops the runtime
 READS = frozenset({"observe", "processes", "quiesce", "reload"})  # requests that cannot queue work
+ENVELOPE = ("type", "msg_id", "in_reply_to")  # the SDK's keys: a handler's returned fields never set them
 
 
 class Refused(Exception):
@@ -191,10 +195,14 @@ class Adapter:
                 self.in_flight += 1
         try:
             body = self._handle(kind, req)
+            owned = [key for key in ENVELOPE if isinstance(body, dict) and key in body]
+            if owned:
+                raise ValueError(f"op_{kind} returned the envelope key(s) {', '.join(map(repr, owned))}, which "
+                                 f"the SDK owns (docs/protocol.md#envelope): return only the reply's fields")
             reply = {"type": f"{kind}_ok", **(body or {})}
         except Refused as exc:
             reply = {"type": "error", "code": exc.code, "text": exc.text[:4000], "definite": exc.definite}
-        except Exception as exc:
+        except BaseException as exc:  # sys.exit/KeyboardInterrupt in a handler still get a reply
             self.log(f"{kind} failed:\n{traceback.format_exc()}")
             reply = {"type": "error", "code": "internal", "text": f"{type(exc).__name__}: {exc}"[:4000],
                      "definite": False}
