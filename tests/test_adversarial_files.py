@@ -1,0 +1,59 @@
+"""The kit's own file handling against a runtime that does ordinary or hostile things to its files (issue 27).
+
+- item 12: a runtime that makes its session's working directory again at every start (``makedirs(exist_ok=True)``),
+  or replaces it by a link, keeps the resource scenarios' clauses (before: the kit's own ``FileExistsError`` or
+  "Cannot call rmtree on a symbolic link" made the case unknown), and the link is never followed out of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from env_helpers import marked_by
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters"
+BOUND_S = 300
+RESOURCE_CASES = ("resources_after_downtime", "stop_before_resource")
+
+
+def certify(out: Path, adapter: str, *only: str) -> subprocess.CompletedProcess:
+    args = [a for case in only for a in ("--only", case)]
+    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", "certify", "--adapter", adapter, *args, "--seed",
+                             "1", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=BOUND_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert marked_by(proc.pid) == [], "a process of the run outlived it"
+    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("habit", ["--recreate", "--link"])
+def test_a_runtime_that_remakes_or_links_its_working_directory_keeps_the_resource_clauses(tmp_path, habit):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_bytes(b"not the run's\n")
+    kept = tree(outside)
+    proxy = f"{sys.executable} {ADAPTERS / 'workdir_proxy.py'} {habit}" + (f" {outside}" if habit == "--link" else "")
+    done = certify(tmp_path / "out", proxy, *RESOURCE_CASES)
+    assert done.returncode in (0, 1, 2), done.stderr[-3000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    cases = {c["name"]: c for c in results["cases"]}
+    for name in RESOURCE_CASES:
+        case = cases[name]
+        text = json.dumps(case)
+        assert "FileExistsError" not in text and "rmtree" not in text, text[:2000]
+        judged = {r["clause"] for r in case["results"] if r["verdict"] in ("valid", "invalid")}
+        assert judged, f"{name}: every clause lost ({case.get('message')})"
+    assert tree(outside) == kept and sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
