@@ -2,12 +2,17 @@
 
 - item 12: a runtime that makes its session's working directory again at every start (``makedirs(exist_ok=True)``),
   or replaces it by a link, keeps the resource scenarios' clauses (before: the kit's own ``FileExistsError`` or
-  "Cannot call rmtree on a symbolic link" made the case unknown), and the link is never followed out of the run.
+  "Cannot call rmtree on a symbolic link" made the case unknown), and the link is never followed out of the run;
+- item 13: ``--out`` holding another tool's results.json, junit.xml, report.md and runs/ is refused (64) and every
+  one of those files stays where it was, byte for byte and mode for mode (before: moved to previous/001/, the
+  results.json re-serialised and made 0600).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +62,44 @@ def test_a_runtime_that_remakes_or_links_its_working_directory_keeps_the_resourc
         judged = {r["clause"] for r in case["results"] if r["verdict"] in ("valid", "invalid")}
         assert judged, f"{name}: every clause lost ({case.get('message')})"
     assert tree(outside) == kept and sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+
+
+FOREIGN = {"results.json": b'{"tool": "another", "passed": true}', "junit.xml": b"<testsuites/>\n",
+           "report.md": b"# another tool\n", "runs/data.csv": b"a,b\n1,2\n", "notes.txt": b"mine\n"}
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".recoverykit.lock"}
+
+
+@pytest.mark.parametrize("command", [("certify", "--only", "chat_read_tool", "--seed", "1"),
+                                     ("chaos", "--replay", "chat_unknown_write/tool.result.commit.before/1/tree_kill",
+                                      "--quiet")])
+def test_another_tools_outputs_in_out_are_left_untouched(tmp_path, command):
+    out = tmp_path / "out"
+    for name, body in FOREIGN.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(body)
+        os.chmod(out / name, 0o644)
+    before = snapshot(out)
+    proc = subprocess.run([sys.executable, "-m", "recoverykit", *command, "--out", str(out)], capture_output=True,
+                          text=True, timeout=BOUND_S)
+    assert proc.returncode == 64, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "no recoverykit run wrote" in proc.stderr, proc.stderr
+    assert snapshot(out) == before
+    assert not (out / "previous").exists()
+
+
+def test_the_kits_own_earlier_outputs_move_byte_for_byte_and_keep_their_mode(tmp_path):
+    from recoverykit.conformance import out_dir
+    out = tmp_path / "out"
+    with out_dir.claim(out):  # a run of the kit's: it marks the --out it claimed
+        (out / "results.json").write_bytes(b'{"seed": 1,   "cases": []}')
+        os.chmod(out / "results.json", 0o640)
+        (out / "runs").mkdir()
+    (out / "notes.txt").write_bytes(b"the user's own\n")
+    with out_dir.claim(out) as moved:
+        assert (moved / "results.json").read_bytes() == b'{"seed": 1,   "cases": []}'
+        assert stat.S_IMODE((moved / "results.json").stat().st_mode) == 0o640 and (moved / "runs").is_dir()
+        assert (out / "notes.txt").read_bytes() == b"the user's own\n" and not (out / "results.json").exists()
