@@ -29,12 +29,13 @@ _COPIES = {"history.jsonl": "history.jsonl", "provider.ledger.jsonl": "provider-
            "adapter/adapter.stderr.log": "adapter.stderr.log"}
 
 
-def _safe(case_id: str) -> str:
+def safe_name(case_id: str) -> str:
+    """The bundle folder's name for a case id."""
     return re.sub(r"[^A-Za-z0-9_.@-]+", "__", case_id)
 
 
 def write(bundle_root: Path, case: Any, result: dict[str, Any], env: Any, adapter: Any, seed: int) -> Path:
-    target = bundle_root / _safe(case.id)
+    target = bundle_root / safe_name(case.id)
     if target.exists():
         shutil.rmtree(target)
     private_dir(Path(bundle_root))
@@ -43,7 +44,7 @@ def write(bundle_root: Path, case: Any, result: dict[str, Any], env: Any, adapte
     run_dir = Path(env.run_dir)
     for source, name in _COPIES.items():
         copy_file(run_dir / source, target / name)
-    copy_tree(run_dir / "data", target / "data")  # the runtime's files: a symlink stays a link, never followed
+    copied = copy_tree(run_dir / "data", target / "data")  # links stay links; bounded, holes kept
     init_ok = getattr(env, "init_ok", None)
     manifest = {
         "case": case.id, "kind": "chaos", "verdict": result.get("verdict"), "status": result.get("status"),
@@ -52,7 +53,7 @@ def write(bundle_root: Path, case: Any, result: dict[str, Any], env: Any, adapte
         "observes": sorted(s.value for s in init_ok.observes) if init_ok is not None else [],
         "clauses": sorted({c["clause"] for c in result.get("clauses", [])}), "results": result.get("clauses", []),
         "program": None, "replay": result.get("replay"), "run_dir": str(run_dir), "chaos": case.as_dict(),
-        "run_marker": env.marker,
+        "run_marker": env.marker, "data_copy": copied,
     }
     write_private(target / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
     write_private(target / "REPLAY", str(result.get("replay")) + "\n")

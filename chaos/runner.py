@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import shutil
 import threading
 import time
 import traceback
@@ -290,7 +291,11 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
             result["status"] = "error" if result["status"] != "failed" else "failed"
             result.setdefault("why", result["violations"][-1])
         if result["status"] in ("failed", "error", "not_reached") and bundle_dir is not None:
-            result["bundle"] = str(bundles.write(Path(bundle_dir), case, result, env, adapter, seed))
+            try:
+                result["bundle"] = str(bundles.write(Path(bundle_dir), case, result, env, adapter, seed))
+            except OSError as exc:  # a full disk under --out: no bundle (a partial one is removed); the run goes on
+                result["bundle_unwritten"] = f"{exc.strerror or exc}"
+                shutil.rmtree(Path(bundle_dir) / bundles.safe_name(case.id), ignore_errors=True)
         if not keep:
             env.remove()
         else:

@@ -46,7 +46,7 @@ def write_bundle(cert: Certification, case: Case) -> Path:
     run_dir = case.run_dirs[-1]
     for name in FILES:
         copy_file(run_dir / name, target / name)
-    copy_tree(run_dir / "data", target / "data")  # the runtime's files: a symlink stays a link, never followed
+    copied = copy_tree(run_dir / "data", target / "data")  # links stay links; bounded, holes kept
     if case.program:
         write_private(target / "program.txt", "\n".join(case.program) + "\n")
     manifest = {
@@ -54,7 +54,7 @@ def write_bundle(cert: Certification, case: Case) -> Path:
         "seed": cert.seed, "kit_version": __version__, "adapter": {"command": cert.adapter, **cert.adapter_info},
         "observes": sorted(_observes(run_dir)), "clauses": list(case.clauses),
         "results": [r.as_dict() for r in case.results], "program": case.program,
-        "replay": cert.replay_command(case.name), "run_dir": str(run_dir),
+        "replay": cert.replay_command(case.name), "run_dir": str(run_dir), "data_copy": copied,
     }
     write_private(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     privatize(target)  # a bundle is as private as the run it comes from: dirs 0700, files 0600

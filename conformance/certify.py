@@ -15,9 +15,11 @@ its shortest replay.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -53,7 +55,7 @@ from recoverykit.conformance.checker import (
 from recoverykit.conformance.checks_script import unmet_by_failed_requests
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
-from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, ProtocolError
+from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, OutputsNotWritten, ProtocolError
 from recoverykit.conformance.junit import write_junit
 from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import hypothesis_home, run_lockstep
@@ -136,6 +138,7 @@ class Certification:
     verdict: Verdict = Verdict.UNKNOWN
     seconds: float = 0.0
     interrupted: int | None = None  # the signal that stopped the run early (results then say incomplete)
+    unwritten: list[str] = field(default_factory=list)  # outputs a full disk kept from being written (verdict unknown)
     bases: dict[str, str] = field(default_factory=dict)  # clause -> kit / self-reported (judged clauses only)
     strict_evidence: bool = False
     acceptance: Acceptance = field(default_factory=Acceptance)
@@ -197,7 +200,8 @@ class Certification:
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
                 "replay": self.replay_command(),
                 **({"incomplete": True, "interrupted_by": signal.Signals(self.interrupted).name}
-                   if self.interrupted is not None else {})}
+                   if self.interrupted is not None else {}),
+                **({"outputs_incomplete": list(self.unwritten)} if self.unwritten else {})}
 
 
 def certify(options: Options) -> Certification:
@@ -253,7 +257,10 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
         order = {s.id: i for i, s in enumerate(chosen)}
         cert.cases = sorted(finished, key=lambda c: order.get(c.name, len(order)))
         cert.interrupted = getattr(exc, "signum", signal.SIGINT)
-        exc.partial_results = _write(cert, started)  # type: ignore[attr-defined]
+        try:
+            exc.partial_results = _write(cert, started)  # type: ignore[attr-defined]
+        except OutputsNotWritten:
+            exc.partial_results = None  # type: ignore[attr-defined]
         raise
     _write(cert, started)
     if options.write_baseline is not None:
@@ -281,11 +288,30 @@ def _write(cert: Certification, started: float) -> Path:
         cert.verdict = Verdict.UNKNOWN  # an interrupted run is never a pass
     for case in cert.cases:
         if case.verdict in (Verdict.INVALID, Verdict.UNKNOWN) and case.run_dirs:
-            case.bundle = write_bundle(cert, case)
+            try:
+                case.bundle = write_bundle(cert, case)
+            except OSError as exc:  # a full disk: no bundle, and a partial one would only take the results' room
+                cert.unwritten.append(f"bundles/{case.name}: {exc.strerror or exc}")
+                shutil.rmtree(cert.out / "bundles" / case.name, ignore_errors=True)
     cert.seconds = time.monotonic() - started
-    write_private(cert.out / "results.json", json.dumps(cert.as_dict(), indent=2) + "\n")
-    write_junit(cert, cert.out / "junit.xml")
-    privatize(cert.out / "junit.xml")
+    if cert.unwritten:  # the evidence a later `check` would read is not all there: never a verdict of the runtime's
+        cert.verdict = Verdict.UNKNOWN
+    try:
+        write_junit(cert, cert.out / "junit.xml")
+        privatize(cert.out / "junit.xml")
+    except OSError as exc:
+        cert.unwritten.append(f"junit.xml: {exc.strerror or exc}")
+        with contextlib.suppress(OSError):
+            (cert.out / "junit.xml").unlink()
+        cert.verdict = Verdict.UNKNOWN
+    try:
+        write_private(cert.out / "results.json", json.dumps(cert.as_dict(), indent=2) + "\n")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            (cert.out / "results.json").unlink()
+        raise OutputsNotWritten(f"the results could not be written to {cert.out} ({exc.strerror or exc}; "
+                                f"{'; '.join(cert.unwritten) or 'the disk may be full'}): the verdict is unknown. "
+                                "Free some space or give another --out, and run again") from None
     return cert.out / "results.json"
 
 

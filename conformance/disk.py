@@ -25,6 +25,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance import runtime_dir
+
 ISOLATED = "isolated-workspace-attempts"
 MAX_DEPTH = 6  # repositories deeper than this under the data dir are not looked for
 GIT_TIMEOUT_S = 10.0
@@ -79,9 +81,15 @@ def _data_dir(run: Any) -> Path:
     return Path(getattr(run, "data_dir", None) or Path(run.run_dir) / "data")  # a Run, or chaos's CaseEnv
 
 
-def _sha(path: Path) -> str | None:
+def _sha(data_dir: Path, rel: str) -> str | None:
+    """A planted file's hash now; None if it is gone or no longer a regular file (a link or a FIFO the runtime
+    put in its place is never followed or opened for a blocking read)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with runtime_dir.open_regular(data_dir, rel) as fd:
+            digest = hashlib.sha256()
+            while block := os.read(fd, 1 << 20):
+                digest.update(block)
+            return digest.hexdigest()
     except OSError:
         return None
 
@@ -101,7 +109,7 @@ def inspect(run: Any, label: str, planted: dict[str, str] | None = None) -> dict
     reported = {w["path"] for w in (last.snapshot.get("workspaces") or [])} if last is not None else set()
     found["present"] = {p: (data_dir / p).is_dir() for p in sorted(reported) if _safe(p)}
     earlier = {f: sha for i in inspections(history) for f, sha in (i.detail.get("planted") or {}).items()}
-    found["kept"] = {f: _sha(data_dir / f) for f in sorted({*earlier, *(planted or {})}) if _safe(f)}
+    found["kept"] = {f: _sha(data_dir, f) for f in sorted({*earlier, *(planted or {})}) if _safe(f)}
     if planted:
         found["planted"] = dict(planted)
     run.recorder.fault("workspace_inspection", label=label, **found)
@@ -111,11 +119,14 @@ def inspect(run: Any, label: str, planted: dict[str, str] | None = None) -> dict
 def plant(run: Any, workspace: str | None, label: str) -> str | None:
     """Leave uncommitted work (a file no commit holds) in ``workspace``, a directory relative to the data dir,
     and record it with an inspection; the file's path, or None when there is no such directory."""
-    if not workspace or not _safe(workspace) or not (_data_dir(run) / workspace).is_dir():
+    if not workspace or not _safe(workspace) or not runtime_dir.is_dir(_data_dir(run), workspace):
         return None
     rel = f"{workspace}/{PLANTED_NAME}"
     body = f"work in progress of {workspace}, left by the kit at {label}\n".encode()
-    (_data_dir(run) / rel).write_bytes(body)
+    try:  # the runtime's directory: a new file of the kit's renamed into place, never through a link it planted
+        runtime_dir.write_new(_data_dir(run), rel, body)
+    except OSError:
+        return None
     inspect(run, label, planted={rel: hashlib.sha256(body).hexdigest()})
     return rel
 

@@ -30,6 +30,11 @@ class EnvironmentFault(RecoveryKitError, RuntimeError):
     """The kit's own environment (provider, broker, run directory) failed: the verdict is unknown."""
 
 
+class OutputsNotWritten(RecoveryKitError):
+    """The disk under ``--out`` is full (or refuses writes): the run's results could not be written. Not a verdict on
+    the runtime and not a defect of the kit: the command line says so and exits 2 (unknown), never 70."""
+
+
 class ProtocolError(RecoveryKitError):
     """The adapter broke the protocol; ``verdict`` is INVALID for a definite break, UNKNOWN for silence."""
 

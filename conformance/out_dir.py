@@ -11,6 +11,11 @@ and two concurrent runs wrote the same files. Now a run *claims* its ``--out``:
   to ``<out>/previous/NNN/`` (the paths inside its results.json and bundle.json files are re-pointed
   there), so the new run writes the documented layout into an empty place. ``hypothesis-db/`` stays:
   a replay into the same ``--out`` tries the failures stored there first.
+
+Only the kit's own outputs move: a run marks the ``--out`` it claimed with ``OWNED`` (``.recoverykit-outputs.json``,
+the output names it writes there), and only an ``--out`` so marked has outputs of the kit's. Another tool's
+``results.json``, ``junit.xml``, ``report.md`` or ``runs/`` at those names are never moved, opened or rewritten: the
+run is refused with ``ForeignOutputs`` (a usage error, exit 64) naming them, since its layout would overwrite them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from recoverykit.conformance.private_files import private_dir, write_private
 from recoverykit.model.errors import InvalidArgument
 
 LOCK_NAME = ".recoverykit.lock"
+OWNED = ".recoverykit-outputs.json"  # the mark of an --out a recoverykit run claimed: its outputs are the kit's
 PREVIOUS = "previous"
 # what a certify or chaos run writes at the top of --out (hypothesis-db/ is deliberately not here)
 OUTPUTS = ("results.json", "junit.xml", "trace.json", "runs", "bundles", "report.json", "report.md", "report.html",
@@ -36,6 +42,10 @@ OUTPUTS = ("results.json", "junit.xml", "trace.json", "runs", "bundles", "report
 
 class OutDirBusy(InvalidArgument):
     """Another recoverykit run holds this --out directory; the CLI exits 64."""
+
+
+class ForeignOutputs(InvalidArgument):
+    """This --out holds files at the kit's output names that no recoverykit run wrote; the CLI exits 64."""
 
 
 @contextlib.contextmanager
@@ -57,7 +67,9 @@ def claim(out: str | os.PathLike) -> Iterator[Path | None]:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
-            yield move_previous(out)
+            moved = move_previous(out)
+            mark(out)
+            yield moved
         finally:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
@@ -65,11 +77,38 @@ def claim(out: str | os.PathLike) -> Iterator[Path | None]:
         os.close(fd)  # closing the last descriptor releases the flock
 
 
+def mark(out: Path) -> None:
+    """Mark ``out`` as claimed by a recoverykit run: whatever later appears at an output name is the kit's."""
+    from recoverykit import __version__
+    write_private(out / OWNED, json.dumps({"written_by": "recoverykit", "kit_version": __version__,
+                                           "pid": os.getpid(), "outputs": list(OUTPUTS)}, indent=2) + "\n")
+
+
+def _owned(out: Path) -> bool:
+    path = out / OWNED
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("written_by") == "recoverykit"
+
+
 def move_previous(out: Path) -> Path | None:
-    """Move an earlier run's outputs to ``<out>/previous/NNN/``; None when there were none."""
+    """Move an earlier run's outputs to ``<out>/previous/NNN/``; None when there were none.
+
+    ``ForeignOutputs`` (exit 64), with nothing moved, when ``out`` holds files at the kit's output names but was
+    never claimed by a recoverykit run (no ``OWNED`` mark): they are another tool's, and stay as they are."""
     found = sorted({p for pattern in OUTPUTS for p in out.glob(pattern)})
     if not found:
         return None
+    if not _owned(out):
+        names = ", ".join(p.name for p in found)
+        raise ForeignOutputs(f"--out {out} already holds {names}, which no recoverykit run wrote there (no {OWNED}); "
+                             "the kit would overwrite them, so it leaves them as they are. Give another --out, or "
+                             "move them away first")
+    found.append(out / OWNED)
     folder = private_dir(out / PREVIOUS)
     taken = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
     number = max(taken, default=0) + 1
@@ -106,4 +145,9 @@ def _repoint(out: Path, target: Path, names: list[str]) -> None:
     for path in [target / "results.json", *target.glob("bundles/*/bundle.json")]:
         with contextlib.suppress(OSError, ValueError):
             if path.is_file() and not path.is_symlink():
-                write_private(path, json.dumps(fix(json.loads(path.read_text())), indent=2) + "\n")
+                doc = json.loads(path.read_text())
+                fixed = fix(doc)
+                if fixed != doc:  # only a path to re-point rewrites the file; its mode is kept
+                    mode = path.stat().st_mode & 0o7777
+                    write_private(path, json.dumps(fixed, indent=2) + "\n")
+                    os.chmod(path, mode)

@@ -19,13 +19,12 @@ A scenario whose profile the adapter did not declare is reported not applicable,
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from recoverykit.conformance import storage_fault
+from recoverykit.conformance import storage_fault, workdirs
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
 from recoverykit.conformance.provider_script import script_tag
@@ -1158,8 +1157,7 @@ def drive_resources(run: Run) -> list[ClauseResult]:
         elif kind == "credentials":
             run.provider.refuse(sid, api_key=run.api_key)
         elif kind == "working_dir":
-            shutil.rmtree(workdir)
-            detail = {"path": str(workdir)}
+            detail = {"path": str(workdir), **workdirs.take_away(workdir)}
         else:
             tools = [probe_tool(CHANGED_TOOL, EffectClass.IDEMPOTENT, run.witness_path, version="2")
                      if t.name == CHANGED_TOOL else t for t in tools]
@@ -1175,13 +1173,13 @@ def drive_resources(run: Run) -> list[ClauseResult]:
     restart_kit_side(run, "tree_kill")  # and a restart while still missing: the records are kept
     run.settle(SETTLE_S)
     for kind in declared:
-        sid = RESOURCE_SCRIPTS[kind]
+        sid, back = RESOURCE_SCRIPTS[kind], {}
         if kind in ("model", "credentials"):
             run.provider.restore(sid)
         elif kind == "working_dir":
-            workdir.mkdir(mode=0o700)
+            back = workdirs.give_back(workdir)  # the runtime may have made it again, or left a link: never followed
         run.recorder.fault("resource_restored", resource=kind, script_id=sid, work_id=work[kind],
-                           by="resume" if kind == "tool_version" else "kit")
+                           by="resume" if kind == "tool_version" else "kit", **back)
     for kind in declared:
         run.op("resume", work_id=work[kind])
     run.settle(SETTLE_S)
@@ -1205,15 +1203,16 @@ def drive_stop_before_resource(run: Run) -> list[ClauseResult]:
     run.observe()
     run.kill("tree_kill")
     run.provider.release(cut=True)
-    shutil.rmtree(workdir)
+    gone = workdirs.take_away(workdir)
     run.recorder.fault("resource_missing", resource="working_dir", script_id="sbr", work_id=work_id,
-                       path=str(workdir))
+                       path=str(workdir), **gone)
     run.start()
     run.settle(SETTLE_S)
     restart_kit_side(run, "tree_kill")
     run.settle(SETTLE_S)
-    workdir.mkdir(mode=0o700)
-    run.recorder.fault("resource_restored", resource="working_dir", script_id="sbr", work_id=work_id, by="kit")
+    back = workdirs.give_back(workdir)
+    run.recorder.fault("resource_restored", resource="working_dir", script_id="sbr", work_id=work_id, by="kit",
+                       **back)
     run.op("resume", work_id=work_id)
     run.settle(SETTLE_S)
     return []

@@ -25,11 +25,13 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recoverykit.conformance import runtime_dir
 from recoverykit.model.catalogue import StorageFault
 from recoverykit.model.errors import RecoveryKitError
 
@@ -53,6 +55,7 @@ class Applied:
     files: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {original, damaged, size}
     copies: Path | None = None
     user_version: int | None = None  # newer_schema: the value before the fault
+    modes: dict[str, int] = field(default_factory=dict)  # name -> the file's permission bits (a restore keeps them)
     started: float = 0.0
 
 
@@ -92,27 +95,26 @@ def _files(run: Run) -> list[tuple[str, Path]]:
     return out
 
 
-def sha256(path: Path) -> str | None:
-    """The file's SHA-256, or None when it is gone (or no longer a regular file)."""
+def sha256(path: Path, root: Path | None = None) -> str | None:
+    """The file's SHA-256, or None when it is gone (or no longer a regular file). With ``root``, ``path`` is
+    relative to it and reached without following any link (``runtime_dir``)."""
+    root, rel = (Path(root), path) if root is not None else (Path(path).parent, Path(path).name)
     try:
-        if path.is_symlink() or not path.is_file():
-            return None
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
+        with runtime_dir.open_regular(root, rel) as fd:
+            digest = hashlib.sha256()
+            while block := os.read(fd, 1 << 20):
                 digest.update(block)
-        return digest.hexdigest()
+            return digest.hexdigest()
     except OSError:
         return None
 
 
-def _invert(path: Path, n: int = DAMAGE_BYTES) -> None:
-    with path.open("r+b") as f:
-        head = f.read(n)
-        f.seek(0)
-        f.write(bytes(b ^ 0xFF for b in head))
-        f.flush()
-        os.fsync(f.fileno())
+def _invert(root: Path, name: str, n: int = DAMAGE_BYTES) -> None:
+    """Invert the head in place: only a regular file with one link, reached without following a link."""
+    with runtime_dir.open_regular(root, name, write=True) as fd:
+        head = os.pread(fd, n, 0)
+        os.pwrite(fd, bytes(b ^ 0xFF for b in head), 0)
+        os.fsync(fd)
 
 
 def apply(run: Run, fault: StorageFault, **detail: Any) -> Applied:
@@ -138,10 +140,12 @@ def apply(run: Run, fault: StorageFault, **detail: Any) -> Applied:
     for name, path in files:
         safe = name.replace("/", "__")
         shutil.copyfile(path, copies / f"{safe}.original")  # before the damage: what a restore puts back
-        original = sha256(path)
+        original = sha256(Path(name), run.data_dir)
         if fault is StorageFault.UNREADABLE:
-            _invert(path)
-        applied.files[name] = {"original": original, "damaged": sha256(path), "size": path.stat().st_size}
+            _invert(run.data_dir, name)
+        st = path.stat()
+        applied.files[name] = {"original": original, "damaged": sha256(Path(name), run.data_dir), "size": st.st_size}
+        applied.modes[name] = stat.S_IMODE(st.st_mode)
     applied.started = time.time()
     run.recorder.fault(FAULT, fault=fault.value, files=applied.files, user_version=applied.user_version, **detail)
     return applied
@@ -153,22 +157,42 @@ def restore(run: Run, applied: Applied) -> dict[str, Any]:
     A file the runtime left as the kit damaged it gets exactly its original bytes back (the inverted head
     inverted again, or the schema version lowered); one it changed, replaced or removed gets the kit's own
     copy, so a runtime that cleared its store is found out and still gets its facts back for what follows.
-    Recorded as a ``storage_restore`` fault: its time ends the fault window."""
-    found = {name: sha256(run.data_dir / name) for name in applied.files}
+    Recorded as a ``storage_restore`` fault: its time ends the fault window.
+
+    The runtime is running meanwhile and may have planted links anywhere in its data dir: every file is
+    reached without following one and written as a new file of the kit's renamed into place (``runtime_dir``).
+    A file whose directory the runtime turned into a link is not restored; ``refused`` says which and why."""
+    found = {name: sha256(Path(name), run.data_dir) for name in applied.files}
     run.recorder.fault(RESTORE, fault=applied.fault.value, found=found,
                        intact=all(found[n] == f["damaged"] for n, f in applied.files.items()))
+    refused: dict[str, str] = {}
+    main = declared(run).files[0] if applied.fault is StorageFault.NEWER_SCHEMA else None
     for name, info in applied.files.items():
-        path = run.data_dir / name
-        safe = name.replace("/", "__")
-        if found[name] != info["damaged"]:
-            tmp = path.with_name(path.name + ".rk-restore")
-            shutil.copyfile(applied.copies / f"{safe}.original", tmp)
-            os.replace(tmp, path)
-        elif applied.fault is StorageFault.UNREADABLE:
-            _invert(path)
-    if applied.fault is StorageFault.NEWER_SCHEMA and applied.user_version is not None:
-        path = run.data_dir / declared(run).files[0]
-        with contextlib.closing(sqlite3.connect(str(path), isolation_level=None, timeout=30)) as conn:
-            conn.execute(f"PRAGMA user_version = {applied.user_version}")
-    restored = {name: sha256(run.data_dir / name) for name in applied.files}
-    return {"found": found, "restored": restored}
+        source = applied.copies / f"{name.replace('/', '__')}.original"
+        try:
+            if name == main and applied.user_version is not None:
+                runtime_dir.install(run.data_dir, name, _lowered(source, applied.user_version),
+                                    applied.modes.get(name, 0o644))
+            elif found[name] != info["damaged"]:
+                runtime_dir.install(run.data_dir, name, source, applied.modes.get(name, 0o644))
+            elif applied.fault is StorageFault.UNREADABLE:
+                try:
+                    _invert(run.data_dir, name)
+                except OSError:  # swapped since it was hashed (a hard link, say): the kit's own copy instead
+                    runtime_dir.install(run.data_dir, name, source, applied.modes.get(name, 0o644))
+        except OSError as exc:
+            refused[name] = f"{type(exc).__name__}: {exc.strerror or exc}"
+    restored = {name: sha256(Path(name), run.data_dir) for name in applied.files}
+    return {"found": found, "restored": restored, **({"refused": refused} if refused else {})}
+
+
+def _lowered(original: Path, user_version: int) -> Path:
+    """The kit's copy of the store (taken at the newer version) with ``user_version`` lowered again, made in the
+    kit's own folder: SQLite never opens a path in the runtime's data dir here."""
+    work = original.with_name(original.name + ".restored")
+    for leftover in (work, *(work.with_name(work.name + s) for s in ("-wal", "-shm", "-journal"))):
+        leftover.unlink(missing_ok=True)
+    shutil.copyfile(original, work)
+    with contextlib.closing(sqlite3.connect(str(work), isolation_level=None, timeout=30)) as conn:
+        conn.execute(f"PRAGMA user_version = {int(user_version)}")
+    return work

@@ -122,7 +122,13 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
             with contextlib.suppress(Exception):
                 _write_report(Path(partial))
         signals.finish(exc, partial)
-    _write_report(cert.out / "results.json")
+    code = cert.exit_code
+    try:
+        _write_report(cert.out / "results.json")
+    except OSError as exc:  # a full disk under --out: results.json is there, the reports are not; never exit 70
+        click.echo(f"the reports could not be written to {cert.out} ({exc.strerror or exc}); results.json was; "
+                   "the verdict is unknown", err=True)
+        code = code if code > 128 else Verdict.UNKNOWN.exit_code
     if cert.baseline_error is not None:
         Console(stderr=True).print(f"{cert.baseline_error}; the baseline was not written", markup=False,
                                    highlight=False)
@@ -130,7 +136,7 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
         click.echo(json.dumps(cert.as_dict(), indent=2))
     else:
         _table(cert, Console())
-    sys.exit(cert.exit_code)
+    sys.exit(code)
 
 
 def _write_report(results: Path) -> None:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import click
+from recoverykit.conformance.errors import OutputsNotWritten
 from recoverykit.conformance.out_dir import claim
 from recoverykit.conformance.private_files import privatize, write_private
 from recoverykit.conformance.safe_text import visible
@@ -189,8 +190,17 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
                     with contextlib.suppress(Exception):
                         write_all(partial, out)
                 signals.finish(exc, out / "results.json" if partial is not None else None)
-        for path in write_all(doc, out).values():
-            privatize(path)  # results and reports are as private as the runs: 0600
+        unwritten = [f"bundle of {c.get('id')}: {c['bundle_unwritten']}" for c in doc.get("cases", [])
+                     if isinstance(c, dict) and c.get("bundle_unwritten")]
+        if unwritten:  # a full disk kept evidence from being written: never a verdict of the runtime's
+            doc["verdict"], doc["outputs_incomplete"] = Verdict.UNKNOWN.value, unwritten
+        try:
+            for path in write_all(doc, out).values():
+                privatize(path)  # results and reports are as private as the runs: 0600
+        except OSError as exc:
+            raise OutputsNotWritten(f"the results could not all be written to {out} ({exc.strerror or exc}): the "
+                                    "verdict is unknown. Free some space or give another --out, and run "
+                                    "again") from None
     if write_baseline is not None:
         from recoverykit import __version__
         from recoverykit.conformance.acceptance import baseline_document

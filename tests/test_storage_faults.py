@@ -130,7 +130,7 @@ def _store(data: Path) -> None:
 
 def _run(tmp_path: Path, files=("runtime.db",), schema_version="sqlite_user_version"):
     data = tmp_path / "data"
-    data.mkdir(exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     decl = SimpleNamespace(files=list(files), schema_version=schema_version)
     return SimpleNamespace(init_ok=SimpleNamespace(storage=decl), data_dir=data, run_dir=tmp_path, recorder=Recorder())
 
@@ -235,3 +235,89 @@ def test_the_reference_reports_an_unreadable_store_and_reads_nothing(tmp_path):
     assert snap["storage"]["state"] == "unreadable" and snap["storage"]["reason_code"] == \
         "recovery_failed_storage_unavailable"
     assert snap["work_items"] is None and observe.pending(tmp_path) == []
+
+
+# --- a runtime that plants links while the fault is in place (issue 27, item 1) ----------------------------
+
+
+def _outside(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A directory outside the run holding a 0600 file: what a planted link points at."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_bytes(b"someone else's bytes\n")
+    (outside / "victim").chmod(0o600)
+    return outside, {p.name: p.read_bytes() for p in outside.iterdir()}
+
+
+@pytest.mark.parametrize("fault", list(StorageFault))
+def test_a_restore_never_writes_through_a_link_the_runtime_planted(tmp_path, fault):
+    run = _run(tmp_path / "run")
+    _store(run.data_dir)
+    before = _sha(run.data_dir / "runtime.db")
+    outside, kept = _outside(tmp_path)
+    applied = storage_fault.apply(run, fault)
+    # the runtime, running on the faulted store: a link at the name the kit's copy took, and one byte changed
+    for name in ("runtime.db.rk-restore", "runtime.db-wal.rk-restore", ".runtime.db.rk-restore"):
+        os.symlink(outside / "victim", run.data_dir / name)
+    with (run.data_dir / "runtime.db").open("r+b") as f:
+        f.seek(200)
+        f.write(b"\x01")
+    storage_fault.restore(run, applied)
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == kept  # byte for byte, and nothing beside it
+    assert (outside / "victim").stat().st_mode & 0o777 == 0o600
+    if fault is StorageFault.UNREADABLE:
+        assert _sha(run.data_dir / "runtime.db") == before
+    assert not (run.data_dir / "runtime.db").is_symlink()
+
+
+def test_a_restore_refuses_a_store_directory_the_runtime_turned_into_a_link(tmp_path):
+    run = _run(tmp_path / "run", files=("db/runtime.db",))
+    (run.data_dir / "db").mkdir()
+    with contextlib.closing(sqlite3.connect(str(run.data_dir / "db" / "runtime.db"))) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.commit()
+    outside, _ = _outside(tmp_path)
+    applied = storage_fault.apply(run, StorageFault.UNREADABLE)
+    (outside / "runtime.db").write_bytes(b"the outside store\n")
+    kept = {p.name: p.read_bytes() for p in outside.iterdir()}
+    os.rename(run.data_dir / "db", tmp_path / "moved")
+    os.symlink(outside, run.data_dir / "db")  # the store's directory now leads out of the run
+    out = storage_fault.restore(run, applied)
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == kept
+    assert out["found"]["db/runtime.db"] is None and "db/runtime.db" in out["refused"]
+
+
+def test_a_restore_never_inverts_a_hard_link_to_a_file_outside(tmp_path):
+    run = _run(tmp_path / "run")
+    _store(run.data_dir)
+    before = _sha(run.data_dir / "runtime.db")
+    applied = storage_fault.apply(run, StorageFault.UNREADABLE)
+    outside = tmp_path / "outside.db"
+    os.link(run.data_dir / "runtime.db", outside)  # same bytes as the damaged store, one inode, two names
+    kept = outside.read_bytes()
+    storage_fault.restore(run, applied)
+    assert outside.read_bytes() == kept and _sha(run.data_dir / "runtime.db") == before
+
+
+@pytest.mark.parametrize("trap", ["file_link", "dir_link", "fifo"])
+def test_the_kits_planted_work_never_goes_through_a_link_the_runtime_planted(tmp_path, trap):
+    """The same rule for the other file the kit writes into a runtime's data dir (``disk.plant``, RTY-08)."""
+    from recoverykit.conformance import disk
+    run = _run(tmp_path / "run")
+    outside, kept = _outside(tmp_path)
+    if trap == "dir_link":
+        os.symlink(outside, run.data_dir / "ws")  # the workspace leads out of the run
+    else:
+        (run.data_dir / "ws").mkdir()
+        if trap == "file_link":
+            os.symlink(outside / "victim", run.data_dir / "ws" / disk.PLANTED_NAME)
+    rel = disk.plant(run, "ws", "agent work")
+    if trap == "fifo":  # later, in place of the planted file: the inspection must not block on it
+        os.unlink(run.data_dir / rel)
+        os.mkfifo(run.data_dir / rel)
+        assert disk.inspect(run, "after")["kept"] == {rel: None}
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == kept
+    if trap == "dir_link":
+        assert rel is None
+    elif trap == "file_link":
+        assert not (run.data_dir / rel).is_symlink() and (run.data_dir / rel).read_bytes().startswith(b"work in")

@@ -1,6 +1,6 @@
 """A proxy around the reference runtime that leaves traps in its data dir, or floods its stderr.
 
-    planting_proxy.py [--plant OUTSIDE_DIR] [--stderr-mb N]
+    planting_proxy.py [--plant OUTSIDE_DIR] [--stderr-mb N] [--sparse-gib N] [--fill-mb N]
 
 Standard library only. It starts ``python -m recoverykit.impl`` and passes every protocol line
 through, with two changes that keep it an honest adapter: it declares no ``usage_receipts``
@@ -9,7 +9,10 @@ ends unknown, which makes certify write a bundle; and, per option:
 
 - ``--plant OUTSIDE_DIR``: once the runtime answered ``init``, its data dir gets ``loop`` (a link to
   the data dir itself) and ``outside`` (a link to OUTSIDE_DIR, a directory outside the run);
-- ``--stderr-mb N``: writes N MiB to stderr before the first reply.
+- ``--stderr-mb N``: writes N MiB to stderr before the first reply;
+- ``--sparse-gib N``: once the runtime answered ``init``, its data dir gets ``sparse.bin``, N GiB long and all hole
+  (nothing on disk);
+- ``--fill-mb N``: likewise ``filled.bin``, N MiB of real bytes.
 """
 
 import json
@@ -22,13 +25,17 @@ HIDDEN = "usage_receipts"
 
 
 def options():
-    args, found = sys.argv[1:], {"plant": None, "stderr_mb": 0}
+    args, found = sys.argv[1:], {"plant": None, "stderr_mb": 0, "sparse_gib": 0, "fill_mb": 0}
     while args:
         name = args.pop(0)
         if name == "--plant":
             found["plant"] = args.pop(0)
         elif name == "--stderr-mb":
             found["stderr_mb"] = int(args.pop(0))
+        elif name == "--sparse-gib":
+            found["sparse_gib"] = int(args.pop(0))
+        elif name == "--fill-mb":
+            found["fill_mb"] = int(args.pop(0))
     return found
 
 
@@ -51,6 +58,13 @@ def main():
                 data_dir = pending.pop(message.get("in_reply_to"), None)
                 if opts["plant"] and data_dir:
                     plant(data_dir, opts["plant"])
+                if opts["sparse_gib"] and data_dir:
+                    with open(os.path.join(data_dir, "sparse.bin"), "wb") as f:
+                        f.truncate(opts["sparse_gib"] << 30)
+                if opts["fill_mb"] and data_dir:
+                    with open(os.path.join(data_dir, "filled.bin"), "wb") as f:
+                        for _ in range(opts["fill_mb"]):
+                            f.write(os.urandom(1 << 20))
             elif message.get("type") == "observe_ok":
                 message["snapshot"][HIDDEN] = None
             sys.stdout.write(json.dumps(message) + "\n")
