@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "merge": "recoverykit.cli_chaos:merge",
     "report": "recoverykit.cli_report:report",
     "diff": "recoverykit.cli_diff:diff",
+    "init": "recoverykit.cli_init:init",
 }
 
 
