@@ -28,7 +28,7 @@ from recoverykit.chaos.systematic import RESULTS_KIND
 from recoverykit.conformance.safe_text import visible
 from recoverykit.model.contract import CLAUSES
 from recoverykit.model.errors import InvalidArgument
-from recoverykit.reports.readable import is_certify
+from recoverykit.reports.readable import detail, is_certify
 from recoverykit.reports.results_schema import check_results
 
 BROKEN = frozenset({"invalid", "accepted"})
@@ -130,18 +130,6 @@ def snapshot(kind: str, doc: Mapping[str, Any]) -> dict[str, Any]:
             "verdict": _text(doc.get("verdict")), "cases": len(_dicts(doc.get("cases"))), "clauses": clauses,
             "cells": cells, "selection": doc.get("selection") if kind == "chaos" else
             sorted(_text(c.get("name")) for c in _dicts(doc.get("cases")))}
-
-
-def detail(clause: Any, message: Any) -> str:
-    """A checker's message without the clause's statement it starts with (``broke X: <statement> (detail)``):
-    the statement is shown once beside the clause, the detail is what differs from one case to the next."""
-    text, cid = _text(message), _text(clause)
-    for verb in ("broke", "not judged", "held"):
-        head = f"{verb} {cid}: {_STATEMENTS.get(cid, '')}"
-        if cid and text.startswith(head):
-            rest = text[len(head):].strip()
-            return f"{verb}: {rest[1:-1] if rest.startswith('(') and rest.endswith(')') else rest}" if rest else verb
-    return text
 
 
 def _cell_state(statuses: list[str], coverage: str) -> str:
