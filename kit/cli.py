@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "chaos": "recoverykit.cli_chaos:chaos",
     "merge": "recoverykit.cli_chaos:merge",
     "report": "recoverykit.cli_report:report",
+    "diff": "recoverykit.cli_diff:diff",
+    "init": "recoverykit.cli_init:init",
 }
 
 

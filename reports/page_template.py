@@ -32,7 +32,9 @@ svg rect{stroke:#fff;stroke-width:1}svg a:hover rect,svg a:focus rect{stroke:#00
 .legend .s-not_reachable{background:#f0f0f0}.legend .s-not_selected{background:#fff}
 section.cell{border-left:4px solid #ddd;padding-left:.8em;margin:1em 0}section.cell:target{background:#fffbe6}
 section.finding:target,tr:target,li:target{background:#fffbe6}
-.muted{color:#666}
+.muted{color:#666}table.why td{font-size:13px}table.why code{font-size:11px}
+table.why details ul{margin:.2em 0;padding-left:1.2em}
+details summary{cursor:pointer;color:#245}
 </style></head><body>
 <h1>{{ title }}</h1>
 <p>Verdict: <span class="badge v-{{ v.verdict }}">{{ v.verdict }}</span></p>
@@ -57,7 +59,24 @@ replay: <code>{{ run.replay }}</code></li>
 {% if v.findings %}· <a href="#findings">findings</a>{% endif %}
 {% if v.accepted %}· <a href="#accepted">accepted findings</a>{% endif %}
 {% for run in v.certify %}· <a href="#certify-{{ run.index + 1 }}">certify run {{ run.index + 1 }}</a>{% endfor %}</p>
-{% if v.reasons %}<p>Why not valid:</p><ul>{% for x in v.reasons %}<li>{{ x }}</li>{% endfor %}</ul>{% endif %}
+{% if v.why %}<h2 id="why">Why not valid: {{ v.why|length }} broken clause{% if v.why|length != 1 %}s{% endif %}</h2>
+<p class="muted">One row per broken clause, most failing cases first: its most frequent failure message (cases whose
+messages differ only in ids and counts count as one) and its shortest replay. Open a row's cases for every
+distinct message and every failing case, each linked to its evidence.</p>
+<table class="why"><tr><th>clause</th><th>failing cases</th><th>distinct failure messages</th><th>shortest replay</th>
+</tr>{% for g in v.why %}{% set top = g.messages[0] %}{% set more = g.messages|length - 1 + g.more_messages %}
+<tr id="why-{{ g.anchor }}"><td class="id"><a href="#{{ g.anchor }}" title="{{ g.statement }}">{{ g.clause }}</a></td>
+<td class="n"><span class="badge v-invalid">{{ g.count }}</span></td>
+<td>{{ top.count }}&times; {{ short(top.text) }}{% if more %} <span class="muted">(+{{ more }} more distinct)</span>
+{% endif %}{% if g.cases %}<details><summary>{{ g.cases|length }} case{% if g.cases|length != 1 %}s{% endif %}</summary>
+<ul>{% for m in g.messages %}<li>{{ m.count }}&times; {{ m.text }}</li>{% endfor %}</ul><ul>
+{% for c in g.cases %}<li>{% if c.anchor %}<a href="#{{ c.anchor }}"><code>{{ c.id }}</code></a>{% else %}<code>{{ c.id
+}}</code>{% endif %}: {{ c.message }}</li>{% endfor %}</ul></details>{% endif %}</td>
+<td>{% if g.replay %}<code>{{ g.replay }}</code>{% endif %}</td></tr>
+{% endfor %}</table>
+{% if v.reasons %}<details><summary>Every reason the results give ({{ v.reasons|length }})</summary><ul>
+{% for x in v.reasons %}<li>{{ x }}</li>{% endfor %}</ul></details>{% endif %}
+{% elif v.reasons %}<p>Why not valid:</p><ul>{% for x in v.reasons %}<li>{{ x }}</li>{% endfor %}</ul>{% endif %}
 
 <h2 id="clauses">Clauses</h2>
 <p class="muted">Each clause some result judged: its verdict, how many chaos cells (point x restart kind) and certify

@@ -5,7 +5,9 @@ this module turns it, plus any certify results, into what report.md and report.h
 a reader asks: which clauses broke (verdict, how many cells and cases, the shortest command to replay),
 then where (the interruption point x restart kind matrix, every cell pointing at its cases: status,
 reasons, bundle and replay command), with known (accepted, baselined) findings kept apart from new
-ones. It only rearranges what the results already say: no verdict is made here, and a clause no result
+ones. "Why not valid" groups before it lists (``why``): one entry per broken clause with its count of
+failing cases, its distinct failure messages and its shortest replay, every case kept beside it.
+It only rearranges what the results already say: no verdict is made here, and a clause no result
 judged stays unknown. Anchors are built from sanitized names, so adapter text never shapes an id.
 """
 
@@ -63,6 +65,7 @@ def view(chaos: Mapping[str, Any] | None = None, certify: Sequence[Mapping[str, 
     findings = _findings(report, runs)
     for row in clauses:  # a clause row links to its finding when it has one
         row["finding"] = any(f["clause"] == row["clause"] for f in findings)
+    new_findings = [f for f in findings if f["status"] != ACCEPTED]
     return {"adapter": {"name": adapter.get("name"), "version": adapter.get("version")},
             "verdict": min((str(d.get("verdict")) for d in docs), key=lambda v: _RUN_RANK.get(v, 1)),
             "reasons": [*(report["reasons"] if report else [])][:30]
@@ -73,7 +76,8 @@ def view(chaos: Mapping[str, Any] | None = None, certify: Sequence[Mapping[str, 
             "clauses": [c for c in clauses if c["verdict"] != ACCEPTED],
             "accepted_clauses": [c for c in clauses if c["verdict"] == ACCEPTED], "more_clauses": more,
             "matrix": _matrix(report, chaos) if report is not None and chaos is not None else None,
-            "findings": [f for f in findings if f["status"] != ACCEPTED],
+            "why": _why(new_findings, chaos, runs),
+            "findings": new_findings,
             "accepted": [f for f in findings if f["status"] == ACCEPTED],
             "acceptance": _acceptance(report, certify),
             "unjudged_chaos_clauses": report["unjudged_chaos_clauses"] if report else [],
@@ -97,10 +101,12 @@ def _certify_run(index: int, doc: Mapping[str, Any]) -> dict[str, Any]:
         if status == Verdict.INVALID.value and broken and broken <= accepted:
             status = ACCEPTED
         name = str(case.get("name"))
+        texts = {str(r.get("clause")): str(r.get("text") or "") for r in results
+                 if r.get("verdict") == Verdict.INVALID.value}
         cases.append({"anchor": slug("case", index + 1, name), "name": name, "kind": case.get("kind"),
                       "status": status, "message": case.get("message") or "",
                       "program": [str(x) for x in case.get("program") or []], "bundle": case.get("bundle"),
-                      "broken": sorted(broken), "seconds": case.get("seconds"),
+                      "broken": sorted(broken), "texts": texts, "seconds": case.get("seconds"),
                       "replay": f"{replay} --only {shlex.quote(name)}" if replay else None,
                       "judged": sorted({str(r.get("clause")) for r in results
                                         if r.get("verdict") != Verdict.NOT_APPLICABLE.value})})
@@ -214,6 +220,70 @@ def _findings(report: dict[str, Any] | None, runs: list[dict[str, Any]]) -> list
             if not e["replay"] or best.get("steps") is None:  # a certify scenario is the shortest replay of all
                 e["replay"], e["bundle"] = best.get("replay"), bundles.get(best.get("case"))
     return sorted(by.values(), key=lambda f: (_ORDER.get(f["clause"], len(_ORDER)), f["clause"]))
+
+
+_BROKE = re.compile(r"^broke ([A-Za-z]+-[0-9]+): ")
+_VARYING = re.compile(r"[0-9a-f]{12,}|[0-9]+")  # ids, pids, counts: what differs between two cases of one failure
+WHY_MESSAGES = 3  # distinct messages shown per broken clause; the rest are counted
+
+
+def detail(clause: Any, message: Any) -> str:
+    """A checker's message without the clause's statement it starts with (``broke X: <statement> (detail)``):
+    the statement is shown once beside the clause; the detail is what differs from one case to the next."""
+    text, cid = str(message or ""), str(clause or "")
+    for verb in ("broke", "not judged", "held"):
+        head = f"{verb} {cid}: {_STATEMENTS.get(cid, '')}"
+        if cid and text.startswith(head):
+            rest = text[len(head):].strip()
+            if not rest:
+                return verb
+            return rest[1:-1] if rest.startswith("(") and rest.endswith(")") else rest
+    return text
+
+
+def _why(findings: list[dict[str, Any]], chaos: Mapping[str, Any] | None,
+         runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per broken clause (a new finding): its failing cases, their distinct messages (cases whose
+    messages differ only in ids and counts are one message), the shortest replay; most failing cases first."""
+    cases: dict[str, list[dict[str, Any]]] = {}
+    accepted = ((chaos or {}).get("acceptance") or {}).get("accepted") or {}
+    for case in (chaos or {}).get("cases", []):
+        if case.get("status") != "failed" or accepted_case(case, accepted):
+            continue
+        anchor = slug("cell", case["point"], case["kind"]) if case.get("point") and case.get("kind") else None
+        for violation in case.get("violations") or []:
+            found = _BROKE.match(str(violation))
+            if found and found.group(1) not in accepted:
+                cases.setdefault(found.group(1), []).append(
+                    {"id": str(case.get("id")), "anchor": anchor, "message": detail(found.group(1), violation)})
+    for run in runs:
+        for case in run["cases"]:
+            if case["status"] != Verdict.INVALID.value:
+                continue
+            for cid in case["broken"]:
+                cases.setdefault(cid, []).append({"id": f"certify run {run['index'] + 1}: {case['name']}",
+                                                  "anchor": case["anchor"],
+                                                  "message": detail(cid, case["texts"].get(cid) or case["message"])})
+    by_cell: dict[str, list[dict[str, Any]]] = {}
+    for case in (chaos or {}).get("cases", []):  # a clause broken by cells (an FA clause covering them)
+        if case.get("status") == "failed" and not accepted_case(case, accepted) and case.get("violations"):
+            first = str(case["violations"][0])
+            found = _BROKE.match(first)
+            by_cell.setdefault(f"{case.get('point')} x {case.get('kind')}", []).append(
+                {"id": str(case.get("id")), "anchor": slug("cell", case.get("point"), case.get("kind")),
+                 "message": f"{found.group(1)}: {detail(found.group(1), first)}" if found else first})
+    out = []
+    for f in findings:
+        listed = cases.get(f["clause"]) or [c for cell in f["cells"] for c in by_cell.get(cell["label"], [])]
+        shapes: dict[str, dict[str, Any]] = {}
+        for c in listed or [{"message": detail(f["clause"], f["message"])}]:
+            shape = shapes.setdefault(_VARYING.sub("#", c["message"]), {"text": c["message"], "count": 0})
+            shape["count"] += 1
+        messages = sorted(shapes.values(), key=lambda m: -m["count"])
+        out.append({"clause": f["clause"], "anchor": f["anchor"], "statement": f["statement"],
+                    "count": len(listed) or f["count"], "messages": messages[:WHY_MESSAGES],
+                    "more_messages": max(0, len(messages) - WHY_MESSAGES), "replay": f["replay"], "cases": listed})
+    return sorted(out, key=lambda g: (-g["count"], _ORDER.get(g["clause"], len(_ORDER)), g["clause"]))
 
 
 def _acceptance(report: dict[str, Any] | None, certify: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:

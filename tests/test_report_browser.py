@@ -122,3 +122,76 @@ def test_the_report_renders_in_chromium_with_every_link_resolved_and_adapter_mar
     assert "Accepted findings (known, not passed)" in text and "USG-05" in text
     assert {"cell-tool.result.commit.before-tree_kill", "clause-FA_15", "clause-USG_05",
             "case-1-chat_stream_usage"} <= dom.ids
+
+
+class Rows(HTMLParser):
+    """The rows of the "why not valid" table (``tr`` with an id ``why-...``), each with the in-page links inside
+    it, and the order in which the page's headings come."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: dict[str, list[str]] = {}
+        self.headings: list[str] = []
+        self._row: str | None = None
+        self._heading: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "tr" and (a.get("id") or "").startswith("why-"):
+            self._row = a["id"]
+            self.rows[self._row] = []
+        elif tag == "a" and self._row is not None and (a.get("href") or "").startswith("#"):
+            self.rows[self._row].append(a["href"][1:])
+        elif tag == "h2":
+            self._heading = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr":
+            self._row = None
+        elif tag == "h2" and self._heading is not None:
+            self.headings.append("".join(self._heading).strip())
+            self._heading = None
+
+    def handle_data(self, data: str) -> None:
+        if self._heading is not None:
+            self._heading.append(data)
+
+
+def test_the_langgraph_report_groups_before_it_lists(tmp_path):
+    """reports/langgraph (a run with findings): the first thing after the summary is one row per broken clause
+    (its count of failing cases, its most frequent distinct message, its shortest replay), and every failing
+    case is one click away (the row's details list each case, linked to its cell's evidence). The screenshot of
+    the first screen is kept in tmp_path (and in RECOVERYKIT_REPORT_SHOTS when set)."""
+    from recoverykit.reports import runtimes
+
+    results = runtimes.named("langgraph").load()
+    view = readable.view(results)
+    page = runtimes.named("langgraph").path / "report.html"
+    assert page.read_text(encoding="utf-8") == render.html(view)  # the committed page is today's rendering
+    dom_text, shot = _browse({"langgraph": page}, tmp_path)["langgraph"]
+    data = shot.read_bytes()
+    assert data.startswith(PNG) and len(data) > 20_000
+    if os.environ.get("RECOVERYKIT_REPORT_SHOTS"):
+        Path(os.environ["RECOVERYKIT_REPORT_SHOTS"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(os.environ["RECOVERYKIT_REPORT_SHOTS"]) / "langgraph-why.png")
+    rows = Rows()
+    rows.feed(dom_text)
+    broken = sorted(c["clause"] for c in view["clauses"] if c["verdict"] == "invalid")
+    assert rows.headings[0] == f"Why not valid: {len(broken)} broken clauses", rows.headings[:3]
+    assert rows.headings[1] == "Clauses"  # grouped first, the tables after
+    assert sorted(rows.rows) == sorted(f"why-{readable.slug('clause', c)}" for c in broken)
+    failed = [c for c in results["cases"] if c["status"] == "failed"]
+    for group in view["why"]:
+        links = rows.rows[f"why-{group['anchor']}"]
+        assert links[0] == group["anchor"]  # the clause, to its finding
+        cases = links[1:]
+        assert len(cases) == group["count"] > 0, group["clause"]  # every failing case, one click away
+        assert all(link.startswith("cell-") for link in cases)
+        assert group["replay"] and group["replay"].startswith("recoverykit chaos --replay")
+        assert 1 <= len(group["messages"]) <= readable.WHY_MESSAGES
+    # USG-04 alone failed 42 cases: one row, its cases behind it, not 42 lines before the tables
+    usg04 = next(g for g in view["why"] if g["clause"] == "USG-04")
+    assert usg04["count"] == sum(any(v.startswith("broke USG-04:") for v in c["violations"]) for c in failed)
+    dom = Dom()
+    dom.feed(dom_text)
+    assert sorted({link for link in dom.links if link not in dom.ids}) == []
