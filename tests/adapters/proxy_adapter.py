@@ -15,6 +15,8 @@ back, except the replies to requests of type ``REQUEST`` (``init``, ``observe``,
     close               closes the proxy's stdout instead of answering (the process lives on)
     hang                never answers (the request stays in flight; the process lives on)
     bogus-declarations  (init) declares a profile, failpoint and restart kind that do not exist
+    indefinite          replaces the reply (the runtime performed the request) by an indefinite error,
+                        ``{"type": "error", "code": "internal", "definite": false}``: "it may have happened"
 
 ``--after N`` lets the first N matching replies through untouched and corrupts the later ones, so a
 break can land in the middle of a run (``--mode extra-key:observe --after 3``). ``--if-init-contains
@@ -38,7 +40,8 @@ import subprocess
 import sys
 import threading
 
-ACTIONS = ("extra-key", "wrong-type", "oversize", "invalid-utf8", "close", "hang", "bogus-declarations")
+ACTIONS = ("extra-key", "wrong-type", "oversize", "invalid-utf8", "close", "hang", "bogus-declarations",
+           "indefinite")
 ENVELOPE = {"type", "msg_id", "in_reply_to"}
 MAX_LINE = 1 << 20
 
@@ -145,6 +148,10 @@ class Proxy:
             reply["profiles"] = [*reply.get("profiles", []), "no_such_profile"]
             reply["failpoints"] = [*reply.get("failpoints", []), "no.such.point"]
             reply["restart_kinds"] = [*reply.get("restart_kinds", []), "no_such_kind"]
+        elif action == "indefinite":
+            reply = {"type": "error", "msg_id": reply.get("msg_id"), "in_reply_to": reply.get("in_reply_to"),
+                     "code": "internal", "text": "proxy: the reply was lost (the request was performed)",
+                     "definite": False}
         return (json.dumps(reply) + "\n").encode()
 
 
