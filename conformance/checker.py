@@ -66,12 +66,13 @@ class Evidence:
         return self.history.observations
 
     def work_of_script(self) -> dict[str, str]:
-        """script id -> work_id, from the tags the kit put in each acknowledged submit."""
+        """script id -> work_id, from the tags the kit put in each submit: acknowledged, or indeterminate (``info``,
+        unanswered) and resolved by an observation holding its client_msg_id (``intent.submits``)."""
+        from recoverykit.conformance.intent import submits
         out: dict[str, str] = {}
-        for invoke, done in self.history.completions():
-            if invoke.f == "submit" and done is not None and done.type == "ok":
-                for script_id in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
-                    out[script_id] = done.value["work_id"]
+        for invoke, work_id in submits(self.history):
+            for script_id in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
+                out[script_id] = work_id
         return out
 
 
@@ -375,11 +376,19 @@ def check_settled(ev: Evidence) -> list[ClauseResult]:
         return [_result(i, Verdict.UNKNOWN, "no work item observed") for i in ("RI-02", "UI-05")]
     if not final.quiescent:
         return [_result(i, Verdict.UNKNOWN, "the run never became quiescent") for i in ("RI-02", "UI-05")]
+    from recoverykit.conformance.checks_reasons import _caused
+    scripts: dict[str, set[str]] = defaultdict(set)
+    for script_id, work_id in ev.work_of_script().items():
+        scripts[work_id].add(script_id)
     stuck, unexplained = [], []
     for item in items:
         if item["desired_state"] == "run" and item["status"] in ("queued", "running"):
             stuck.append(f"{item['work_id']} is {item['status']} though the runtime reported quiescence")
-        if item["desired_state"] == "run" and item["status"] == "paused":
+        # held for a cause the kit itself made (recovery disabled at a start, a resource it took away): the Resume
+        # that would end it is the user's (a submit whose reply was lost left the kit without the work_id to send it)
+        caused = item.get("reason_code") and _caused(ev, item["work_id"], item["reason_code"],
+                                                     scripts[item["work_id"]])
+        if item["desired_state"] == "run" and item["status"] == "paused" and not caused:
             stuck.append(f"{item['work_id']} is paused though the user never paused it ({item['reason_code']})")
         if item["status"] not in ("running", "finished") and not item.get("reason_code"):
             unexplained.append(f"{item['work_id']} is {item['status']} without a reason_code")

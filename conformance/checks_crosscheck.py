@@ -53,14 +53,14 @@ def _linked(call: dict[str, Any], executions: Iterable[Execution]) -> list[Execu
 
 
 def _work_of_scripts(ev: Evidence) -> dict[str, set[str]]:
-    """script id -> every work item an acknowledged submit tagged with it went to (a session's second input
+    """script id -> every work item a submit tagged with it went to (a session's second input
     may open a second work item on the same script: then either may own an attempt of that script)."""
+    from recoverykit.conformance.intent import submits
     from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
     out: dict[str, set[str]] = {}
-    for invoke, done in ev.history.completions():
-        if invoke.f == "submit" and done is not None and done.type == "ok":
-            for script_id in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
-                out.setdefault(script_id, set()).add(done.value["work_id"])
+    for invoke, work_id in submits(ev.history):  # an indeterminate submit counts once an observation shows it
+        for script_id in SCRIPT_TAG_RE.findall(invoke.value.get("text", "")):
+            out.setdefault(script_id, set()).add(work_id)
     return out
 
 

@@ -214,8 +214,10 @@ def _sessions(ev: Evidence) -> dict[str, str]:
 
 def _disturbed(ev: Evidence, after: float) -> bool:
     """A restart or a user stop after ``after``: a call answered then may legitimately never run."""
+    from recoverykit.conformance.intent import intent_of
     return (any(f.time > after for f in restarts(ev.history))
-            or any(t > after for _, t, _ in _stops(ev)))
+            or any(t > after for _, t, _ in _stops(ev))
+            or bool(intent_of(ev.history).indeterminate_stops()))  # it may have happened then, or may still
 
 
 def check_not_blocked(ev: Evidence) -> list[ClauseResult]:
@@ -294,7 +296,12 @@ def check_live_child_awaited(ev: Evidence) -> list[ClauseResult]:
     if ev.witness is None:
         return [_result("OWN-07", Verdict.UNKNOWN, "no witness log")]
     final = ev.history.final_observation()
-    ended = {w for w, _, _ in _stops(ev)}
+    from recoverykit.conformance.intent import intent_of
+    intent = intent_of(ev.history)
+    maybe = intent.indeterminate_stops()  # stops that may have happened (an indefinite reply): a cancel is allowed
+    ended = {w for w, _, _ in _stops(ev)} | {w for w, _ in maybe if w is not None}
+    if any(w is None for w, _ in maybe):
+        ended |= set(intent.submits)
     work_of = ev.work_of_script()
     problems, judged = [], 0
     faults = restarts(ev.history)

@@ -61,18 +61,23 @@ def _acted(ev: Evidence) -> dict[str, list[float]]:
     from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
     script_of: dict[str, str] = {}
     out: dict[str, list[float]] = defaultdict(list)
+    from recoverykit.conformance.intent import submits
+    for invoke, work_id in submits(ev.history):  # acknowledged, or indeterminate and seen to have happened
+        for script in SCRIPT_TAG_RE.findall(str(invoke.value.get("text", ""))):
+            script_of[work_id] = script
     for invoke, done in ev.history.completions():
-        if done is None or done.type != "ok":
+        if done is not None and done.type == "fail":
             continue
+        # an operation answered by an indefinite error may have happened, from when it was sent (or unanswered)
+        t = done.time if done is not None and done.type == "ok" else invoke.time
         if invoke.f == "submit":
             for script in SCRIPT_TAG_RE.findall(str(invoke.value.get("text", ""))):
-                out[script].append(done.time)
-                script_of[(done.value or {}).get("work_id")] = script
+                out[script].append(t)
         elif invoke.f in ("resume", "pause", "end") and invoke.value.get("work_id") in script_of:
-            out[script_of[invoke.value["work_id"]]].append(done.time)
+            out[script_of[invoke.value["work_id"]]].append(t)
         elif invoke.f == "stop_all":
             for script in set(script_of.values()):
-                out[script].append(done.time)
+                out[script].append(t)
     return out
 
 

@@ -144,18 +144,11 @@ def stop_breaches(ev: Evidence) -> list[tuple[Any, str, list[str]]]:
 
 
 def _stopped(ev: Evidence, work_id: str, at: float) -> bool:
-    """Was a user stop of ``work_id`` acknowledged before ``at`` and not resumed since? (An answer that arrives
-    then may be dropped as stale: CTL-07; asking for it again after a Resume is no lost checkpoint.)"""
-    last_stop = last_resume = None
-    for invoke, done in ev.history.completions():
-        if done is None or done.type != "ok" or done.time >= at:
-            continue
-        names = done.value.get("stopped", []) if invoke.f == "stop_all" else [invoke.value.get("work_id")]
-        if work_id in names and invoke.f in _STOPS:
-            last_stop = done.time
-        elif invoke.f == "resume" and invoke.value.get("work_id") == work_id:
-            last_resume = done.time
-    return last_stop is not None and (last_resume is None or last_resume < last_stop)
+    """May a user stop of ``work_id`` have stood at ``at``: acknowledged before it and not resumed since, or sent
+    and answered by an indefinite error (it may have happened)? (An answer that arrives then may be dropped as
+    stale: CTL-07; asking for it again after a Resume is no lost checkpoint.)"""
+    from recoverykit.conformance.intent import intent_of
+    return intent_of(ev.history).maybe_stopped(work_id, at_time=at)
 
 
 def _repeated_after(ev: Evidence, fault, answered_before) -> list[str]:

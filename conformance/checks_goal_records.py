@@ -227,7 +227,8 @@ def check_active_time(ev: Evidence) -> list[ClauseResult]:
             if after < before - EPSILON_S:
                 problems["USG-11"].append(f"Goal {g.goal_id}'s active time went back from {before} s to {after} s"
                                           + (" across a restart" if restarted else ""))
-            resumed = any(op in ("resume", "budget_set", "goal_update") and t1 < t <= t2 for op, t, _ in g.controls)
+            resumed = any(op in ("resume", "budget_set", "goal_update") and t1 < t <= t2 for op, t, _ in g.controls) \
+                or any(op in ("resume", "budget_set", "goal_update") and t <= t2 for op, t, _ in g.maybe)
             if a.get("state") in NOT_RUNNING and b.get("state") in NOT_RUNNING and not resumed and not restarted \
                     and after > before + EPSILON_S:
                 problems["USG-11"].append(f"Goal {g.goal_id}'s active time grew from {before} s to {after} s while "
@@ -300,7 +301,11 @@ def check_time_limit(ev: Evidence) -> list[ClauseResult]:
         if all(limit is None for _, limit in limits):
             continue
         requests = sorted(g.worker + g.verifier, key=lambda c: c.request["time"])
+        # a budget change answered by an indefinite error may have set another limit, then or later: not judged past it
+        maybe_set = min((s for op, s, _ in g.maybe if op == "budget_set"), default=float("inf"))
         for t, goal in _observed(ev, g.goal_id):
+            if maybe_set < t:
+                break
             _, limit = max(((s, x) for s, x in limits if s < t), default=(None, None), key=lambda p: p[0])
             if limit is None:
                 continue
@@ -308,7 +313,7 @@ def check_time_limit(ev: Evidence) -> list[ClauseResult]:
             if spent is not None and spent < limit:
                 continue
             n += 1
-            changed = min((s for s, _ in limits if s > t), default=float("inf"))
+            changed = min(min((s for s, _ in limits if s > t), default=float("inf")), maybe_set)
             after = [c for c in requests if t < c.request["time"] < changed]
             if after:
                 why = ("its active time is not tracked, so its limit cannot be verified" if spent is None

@@ -63,6 +63,9 @@ class GoalRun:
     budget: dict | None
     revision: int = 1  # the first revision, as goal_create_ok said
     controls: list[tuple[str, float, dict]] = field(default_factory=list)  # (op, invoke time, fields), acknowledged
+    # (op, invoke time, fields) of controls answered by an indefinite error or never: they may have happened, or
+    # may still (``intent``): an excuse for what only a control explains, never a control the Goal must follow
+    maybe: list[tuple[str, float, dict]] = field(default_factory=list)
     worker: list[Call] = field(default_factory=list)
     verifier: list[Call] = field(default_factory=list)
 
@@ -81,10 +84,11 @@ def goal_runs(ev: Evidence) -> list[GoalRun]:
                             invoke.value.get("budget"), int(done.value.get("revision") or 0))
                 out[g.goal_id] = by_work[g.work_id] = g
     for invoke, done in ev.history.completions():
-        if invoke.f in CONTROLS and done is not None and done.type == "ok":
+        if invoke.f in CONTROLS and (done is None or done.type != "fail"):
             g = out.get(invoke.value.get("goal_id", "")) or by_work.get(invoke.value.get("work_id", ""))
             if g is not None:
-                g.controls.append((invoke.f, invoke.time, invoke.value))
+                (g.controls if done is not None and done.type == "ok" else g.maybe).append(
+                    (invoke.f, invoke.time, invoke.value))
     by_script = {g.script: g for g in out.values()}
     for c in calls(ev.ledger):
         g = by_script.get(c.request.get("script_id") or "")
@@ -290,6 +294,8 @@ def check_budget_admission(ev: Evidence) -> list[ClauseResult]:
         for c in every:
             t = c.request["time"]
             changed = g.last(("budget_set",), t)
+            if any(op == "budget_set" and s < t for op, s, _ in g.maybe):
+                changed = float("inf")  # a budget change that may have happened (indefinite), then or since
             if unknown_at is not None and changed < unknown_at:
                 problems["USG-16"].append(f"request {c.request.get('request_id')} of Goal {g.goal_id} was admitted "
                                           "after a response whose usage it could not read, with no budget change")

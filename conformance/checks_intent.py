@@ -34,6 +34,7 @@ from recoverykit.conformance.checker import ClauseResult, Evidence, kit_evidence
 from recoverykit.conformance.checks_crosscheck import _restarts, _verdict, _work_of_scripts
 from recoverykit.conformance.checks_flow import _by_script, stop_breaches
 from recoverykit.conformance.checks_inputs import copies
+from recoverykit.conformance.intent import Intent, indeterminate
 from recoverykit.conformance.provider_ledger import Call, calls
 from recoverykit.conformance.provider_script import SCRIPT_TAG_RE
 
@@ -190,29 +191,9 @@ def check_runnable_queued(ev: Evidence) -> list[ClauseResult]:
     a retry that never comes looks settled and explained (RI-02 and RI-08 skip a fault reason)."""
     from recoverykit.conformance.checks_reasons import _caused
     from recoverykit.conformance.checks_resources import REASONS, variants
-    submitted = {d.value["work_id"]: d.index for i, d in ev.history.completions()
-                 if i.f == "submit" and d is not None and d.type == "ok" and "work_id" in d.value}
-    sent = {d.value["work_id"]: i.index for i, d in ev.history.completions()  # when the kit sent it
-            if i.f == "submit" and d is not None and d.type == "ok" and "work_id" in d.value}
-    controls = [(d.index, i.f, d.value.get("stopped", []) if i.f == "stop_all" else [i.value.get("work_id")])
-                for i, d in ev.history.completions()
-                if i.f in ("pause", "end", "stop_all", "resume") and d is not None and d.type == "ok"]
-    quit_all = [f.index for f in ev.history.faults if f.kind == "stop_all_exit"]
+    intent = Intent(ev.history)  # an indeterminate stop may have happened: such an item is not judged
+    meant_at = intent.meant_to_run
     missing = [(REASONS.get(v.resource), v.work_id, v.start_index) for v in variants(ev)]
-
-    def meant_at(work_id: str, at: int) -> bool:
-        """Did the user mean ``work_id`` to run at event ``at`` (submitted, and not stopped since its last
-        Resume)? A stop_all_exit stops what was submitted before it."""
-        if submitted.get(work_id, at) >= at:
-            return False
-        last = None
-        for index, f, names in controls:
-            if index < at and work_id in names:
-                last = f
-        # a submit in flight at a quit may have been accepted before it: the quit may have stopped it too
-        stopped_by_exit = any(sent[work_id] < q < at for q in quit_all) and last != "resume"
-        return last in (None, "resume") and not stopped_by_exit
-
     scripts: dict[str, set[str]] = {}
     for script_id, work_id in ev.work_of_script().items():
         scripts.setdefault(work_id, set()).add(script_id)
@@ -251,7 +232,10 @@ def check_stop_first(ev: Evidence) -> list[ClauseResult]:
     for v in variants(ev):
         stopped = resumed_at = None
         for invoke, done in ev.history.completions():
-            if done is None or done.type != "ok" or invoke.f not in ("pause", "end", "stop_all", "resume"):
+            if invoke.f not in ("pause", "end", "stop_all", "resume"):
+                continue
+            # a stop counts once acknowledged; a Resume that may have happened (indeterminate) ends the stop too
+            if not ((done is not None and done.type == "ok") or (invoke.f == "resume" and indeterminate(done))):
                 continue
             names = done.value.get("stopped", []) if invoke.f == "stop_all" else [invoke.value.get("work_id")]
             if v.work_id not in names:

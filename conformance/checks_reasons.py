@@ -26,8 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _result, _stops, kit_evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, _result, kit_evidence
 from recoverykit.conformance.history import NOT_A_RESTART, Observation
+from recoverykit.conformance.intent import Intent
 from recoverykit.conformance.provider_ledger import calls
 from recoverykit.model.catalogue import NEEDS_PERSON, SAFE_FOR_RECOVERY, Verdict
 
@@ -36,27 +37,14 @@ UNKNOWN_EFFECT_REASONS = {"unknown_effect_reconcile", "awaiting_approval"}
 NEEDS_PERSON_CODES = {r.value for r in NEEDS_PERSON} | USER_REASONS
 
 
-def _meant_to_run(ev: Evidence) -> set[str]:
-    """Items the kit submitted and did not stop (or resumed after its last stop): the user's intent is run."""
-    submitted = {done.value["work_id"] for invoke, done in ev.history.completions()
-                 if invoke.f == "submit" and done is not None and done.type == "ok" and "work_id" in done.value}
-    last_stop: dict[str, int] = {}
-    for work_id, _, at in _stops(ev):
-        last_stop[work_id] = max(at, last_stop.get(work_id, -1))
-    # a "quit and stop all tasks" exit (restart kind stop_all_exit) is the user's stop of everything submitted
-    # before it, acknowledged or not yet
-    invoked = {invoke.index: done.value["work_id"] for invoke, done in ev.history.completions()
-               if invoke.f == "submit" and done is not None and done.type == "ok" and "work_id" in done.value}
-    for f in ev.history.faults:
-        if f.kind == "stop_all_exit":
-            for index, work_id in invoked.items():
-                if index < f.index:
-                    last_stop[work_id] = max(f.index, last_stop.get(work_id, -1))
-    resumed = {}
-    for invoke, done in ev.history.completions():
-        if invoke.f == "resume" and done is not None and done.type == "ok":
-            resumed[invoke.value["work_id"]] = done.index
-    return {w for w in submitted if w not in last_stop or resumed.get(w, -1) > last_stop[w]}
+def _meant_to_run(ev: Evidence, at: int | None = None) -> set[str]:
+    """Items the kit submitted that the user surely still meant to run at event ``at`` (default: the end): not
+    stopped since (or resumed after the last stop), and stopped by no indeterminate control either (an ``info``
+    pause may have happened: such an item is not judged, ``intent``). A "quit and stop all tasks" exit (restart
+    kind stop_all_exit) is the user's stop of everything submitted before it, acknowledged or not yet."""
+    intent = Intent(ev.history)
+    at = (ev.history.events[-1].index + 1 if ev.history.events else 0) if at is None else at
+    return {w for w in intent.submits if intent.meant_to_run(w, at)}
 
 
 def _unsafe_executions_of(ev: Evidence, work_id: str) -> tuple[int, int]:

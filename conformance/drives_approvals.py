@@ -150,14 +150,18 @@ def drive_deny(run: Run) -> list[ClauseResult]:
     work_id = _crash_after_write(run, "apd")
     ids, _ = wait_pending(run)
     # APR-05: the user pauses the waiting work, then denies; the decision alone must not resume it
-    paused = run.op("pause", work_id=work_id).ok if work_id else False
+    # a Pause answered by an indefinite error may have happened: the user resumes either way (a no-op if it did not)
+    paused = run.op("pause", work_id=work_id).type if work_id else "fail"
     decide_all(run, ids, "deny")
-    if paused:
+    resumed = "ok"
+    if paused != "fail":
         time.sleep(PAUSED_WATCH_S)  # a runtime whose decision resumes the work asks its model now
-        run.op("resume", work_id=work_id)
+        resumed = run.op("resume", work_id=work_id).type
     quiet, final = run.settle(sc.SETTLE_S)
     results = _asked(ids)
-    if ids:
+    if ids and resumed == "info":  # the Resume may not have happened: the work may rightly stay paused
+        results.append(_result("RI-02", Verdict.UNKNOWN, "the Resume after the denial may not have happened"))
+    elif ids:
         results.append(sc.expect_desired(final, [work_id], {"done"}, "RI-02", "after the user denied the write", quiet))
     return results
 

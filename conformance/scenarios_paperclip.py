@@ -62,6 +62,8 @@ def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: floa
     that state; RTY-01 judges it, and nothing is left to move it on), its scheduled retry is due only after the wait
     would end, or ``stop()`` (a drive's own evidence that the runtime already went its own way) is true. A mutant
     runtime then costs seconds, not the whole timeout."""
+    if task_id is None:  # its task_create was not acknowledged: nothing to wait for (the drive ends, unknown)
+        return None
     deadline = time.monotonic() + timeout_s
     stuck = _Stuck()
     while True:
@@ -143,6 +145,8 @@ def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
     the restart each has failed (``native_session_interrupted``) and offers Retry. ``release``: later holds of
     the scripts are released as soon as they are reached (else the drive releases them itself)."""
     made = [create(run, s) for s in scripts]
+    if any(task_id is None for task_id, _ in made):
+        return made  # a task_create not acknowledged (refused, or its reply lost): the drive ends, unknown
     for s in scripts:
         run.wait_held(WAIT_S, script_id=s)
     run.kill("tree_kill")
@@ -161,6 +165,8 @@ def fail_after_restart(run: Run, *scripts: str, failpoints: str = "",
 def drive_19759(run: Run) -> list[ClauseResult]:
     run.start()
     (ta, ra), (tb, rb) = fail_after_restart(run, "p19a", "p19b", failpoints=f"{BOOTSTRAP_PAUSE};{LOST_REPLY}")
+    if None in (ta, tb):
+        return []  # a task the kit has no id of cannot be driven: its clauses stay unknown
     # task b's click is held after its receipt (LOST_REPLY) and its reply is lost to the restart below: the kit
     # sends the same key again after it, and the runtime must reconcile it (RTY-37)
     cut = threading.Thread(target=_quiet, args=(retry, run, tb, "k19759-b1", rb), daemon=True)
@@ -238,6 +244,8 @@ def drive_retry_admission(run: Run) -> list[ClauseResult]:
     # both tasks' first runs fail after a restart; the Retry run of "prb" fails too (the kit's environment fault);
     # the Retry run of "pra" is held at the provider while the clicks arrive (accepted work, still running)
     (ta, ra), (tb, rb) = fail_after_restart(run, "pra", "prb", release=False)
+    if None in (ta, tb):
+        return []
     run.op("task_fault", task_id=tb, fault="run_fails", error_code="native_session_interrupted", count=1)
     # a click that would be admitted but for its caller, who lacks board task-mutation authority (RTY-03)
     retry(run, tb, "kpb-0", rb, authority="none")
@@ -282,6 +290,8 @@ def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: floa
                      stop: Callable[[], bool] | None = None) -> None:
     """Observe until the task has a scheduled retry it did not have before, or offers Retry (or, as in
     ``wait_task``, waiting longer can show nothing more)."""
+    if task_id is None:
+        return
     deadline = time.monotonic() + timeout_s
     stuck = _Stuck()
     while time.monotonic() < deadline:
@@ -300,6 +310,8 @@ def drive_schedule(run: Run) -> list[ClauseResult]:
     run.start()
     task_id, _ = create(run, "psc")
     limited, _ = create(run, "psl", retry_limit=STRICTER_LIMIT)  # beside it: a stricter limit of its own (RTY-31)
+    if None in (task_id, limited):
+        return []
     wait_rescheduled(run, task_id, set())
     wait_rescheduled(run, limited, set())  # (its first failure, not a kill, must end its first run)
     run.kill("tree_kill")  # a restart in the middle of the schedule: budget and jitter must stay
@@ -344,6 +356,8 @@ def drive_cooldown(run: Run) -> list[ClauseResult]:
     user clicks Retry while retry 2 waits: the click attaches to the automatic recovery."""
     run.start()
     task_id, _ = create(run, "pcd")
+    if task_id is None:
+        return []
     run.wait_held(WAIT_S, script_id="pcd")
     run.op("task_fault", task_id=task_id, fault="run_fails", error_code="provider_rate_limited",
            cooldown_s=COOLDOWN_S, count=1)

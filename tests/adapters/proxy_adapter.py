@@ -1,6 +1,6 @@
 """A proxy adapter: the reference runtime behind it, chosen traffic corrupted on the way back.
 
-    python tests/adapters/proxy_adapter.py --mode ACTION:REQUEST [--mode ...] [--after N]
+    python tests/adapters/proxy_adapter.py --mode ACTION:REQUEST [--mode ...] [--after N] [--spare REQUEST ...]
                                            [--if-init-contains TEXT] [-- CMD...]
 
 It starts ``CMD`` (default: ``python -m recoverykit.impl``, the reference runtime's adapter, with
@@ -15,9 +15,13 @@ back, except the replies to requests of type ``REQUEST`` (``init``, ``observe``,
     close               closes the proxy's stdout instead of answering (the process lives on)
     hang                never answers (the request stays in flight; the process lives on)
     bogus-declarations  (init) declares a profile, failpoint and restart kind that do not exist
+    indefinite          replaces the reply (the runtime performed the request) by an indefinite error,
+                        ``{"type": "error", "code": "internal", "definite": false}``: "it may have happened"
 
 ``--after N`` lets the first N matching replies through untouched and corrupts the later ones, so a
-break can land in the middle of a run (``--mode extra-key:observe --after 3``). ``--if-init-contains
+break can land in the middle of a run (``--mode extra-key:observe --after 3``). ``--spare REQUEST`` lets every
+reply to ``REQUEST`` through whatever the modes say (``--mode indefinite:* --spare init --spare observe``: every
+user operation performed, every reply lost). ``--if-init-contains
 TEXT`` corrupts nothing unless the kit's ``init`` line contains TEXT: certify starts one adapter per
 case, and its run directory (in the paths ``init`` hands over) names the case, so ``--if-init-contains
 lockstep`` breaks the lockstep machine alone and every scenario stays honest. With no ``--mode`` the
@@ -38,7 +42,8 @@ import subprocess
 import sys
 import threading
 
-ACTIONS = ("extra-key", "wrong-type", "oversize", "invalid-utf8", "close", "hang", "bogus-declarations")
+ACTIONS = ("extra-key", "wrong-type", "oversize", "invalid-utf8", "close", "hang", "bogus-declarations",
+           "indefinite")
 ENVELOPE = {"type", "msg_id", "in_reply_to"}
 MAX_LINE = 1 << 20
 
@@ -47,6 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", action="append", default=[], metavar="ACTION:REQUEST")
     parser.add_argument("--after", type=int, default=0, metavar="N")
+    parser.add_argument("--spare", action="append", default=[], metavar="REQUEST")
     parser.add_argument("--if-init-contains", default="", metavar="TEXT")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
@@ -63,7 +69,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 class Proxy:
     def __init__(self, args: argparse.Namespace) -> None:
-        self.modes, self.after = args.modes, args.after
+        self.modes, self.after, self.spare = args.modes, args.after, set(args.spare)
         self.condition = args.if_init_contains
         self.armed = not self.condition  # with a condition: only once an init line contains it
         self.types: dict[int, str] = {}  # msg_id -> request type, from what the kit sent
@@ -106,6 +112,8 @@ class Proxy:
         if not self.armed:
             return None
         request = self.types.get(reply.get("in_reply_to")) if isinstance(reply.get("in_reply_to"), int) else None
+        if request in self.spare:
+            return None
         for action, wanted in self.modes:
             if request is not None and wanted in ("*", request):
                 key = (action, wanted)
@@ -145,6 +153,10 @@ class Proxy:
             reply["profiles"] = [*reply.get("profiles", []), "no_such_profile"]
             reply["failpoints"] = [*reply.get("failpoints", []), "no.such.point"]
             reply["restart_kinds"] = [*reply.get("restart_kinds", []), "no_such_kind"]
+        elif action == "indefinite":
+            reply = {"type": "error", "msg_id": reply.get("msg_id"), "in_reply_to": reply.get("in_reply_to"),
+                     "code": "internal", "text": "proxy: the reply was lost (the request was performed)",
+                     "definite": False}
         return (json.dumps(reply) + "\n").encode()
 
 
