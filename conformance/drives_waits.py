@@ -39,8 +39,9 @@ def started(run: Run, script_id: str) -> tuple[str | None, str | None]:
 
 
 def waiting(run: Run, timeout_s: float = sc.SETTLE_S) -> dict[str, Any]:
-    """Observe until some work item waits on a dependency (a wait is not quiescent: reconciliation polls it)."""
-    deadline = time.monotonic() + timeout_s
+    """Observe until some work item waits on a dependency (a wait is not quiescent: reconciliation polls it), for
+    at most the window ``timeout_s`` (scaled)."""
+    deadline = time.monotonic() + run.window(timeout_s)
     while True:
         snap = run.observe()
         if any(w.get("reason_code") == "waiting_dependency" for w in snap.get("work_items") or []) \
@@ -133,7 +134,7 @@ def drive_lost_notification(run: Run) -> list[ClauseResult]:
     if handle is None:
         return _none("WAIT-03")
     run.external(handle, "hang")
-    deadline = time.monotonic() + sc.SETTLE_S
+    deadline = time.monotonic() + run.window(sc.SETTLE_S)
     while time.monotonic() < deadline and _queries(run, handle) < QUERIES_WANTED:
         time.sleep(0.1)
     run.observe()
