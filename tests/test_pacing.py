@@ -111,3 +111,27 @@ def test_every_window_scales_and_names_itself():
         text = unsettled("w-1 is still meant to run", SETTLE_S)
     assert "quiesce(40) answered quiescent: false" in text
     assert "the kit gave it 40 s: settle window 20 s x2 = 40 s; --timeout-scale gives more" in text
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_gives_the_slow_runtime_time_with_its_own_option(tmp_path):
+    """``--recoverykit-timeout-scale``: too little is unknown naming the window (the case fails); enough is valid."""
+    def plugin(scale: str, out: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                f"--recoverykit-adapter={SLOW}", f"--recoverykit-out={tmp_path / out}", "-k", CASE,
+                f"--recoverykit-timeout-scale={scale}", "--recoverykit-no-calibrate"]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    short = plugin("0.3", "a")
+    assert short.returncode == 1 and "request window 20 s x0.3 = 6 s; --timeout-scale gives more" in short.stdout, \
+        short.stdout[-3000:]
+    enough = plugin("0.6", "b")
+    assert enough.returncode == 0 and "1 passed" in enough.stdout, enough.stdout[-3000:]
+    bad = plugin("0", "c")
+    assert bad.returncode == 4 and "--recoverykit-timeout-scale" in bad.stderr + bad.stdout
+
+
+def test_the_xdist_workers_of_a_chaos_run_get_its_scale(tmp_path):
+    from recoverykit.chaos.xdist_run import pytest_argv
+    with using(Pacing(2.5, 2.5)):
+        argv = pytest_argv(2, tmp_path, None, base_dir=None, bundle_dir=None, timeout_s=20.0, keep=False, seed=0)
+    assert argv[argv.index("--chaos-timeout-scale") + 1] == "2.5"
