@@ -17,6 +17,7 @@ from typing import Any
 from recoverykit.conformance import scenarios as sc
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import SETTLE, current
 from recoverykit.model.catalogue import Verdict
 
 EXTERNAL = "probe_external"
@@ -55,7 +56,9 @@ def notify(run: Run, handle: str, n: int = 1, outcome: str = "completed", versio
 
 
 def _none(clause_id: str) -> list[ClauseResult]:
-    return [_result(clause_id, Verdict.UNKNOWN, "the external operation never started (no probe_external ran)")]
+    given = current()(sc.SETTLE_S)
+    return [_result(clause_id, Verdict.UNKNOWN, f"the external operation never started within {given:g} s (no "
+                    f"probe_external ran; {current().says(SETTLE.name, given)})")]
 
 
 def drive_notify_during_restart(run: Run) -> list[ClauseResult]:
