@@ -30,6 +30,7 @@ from recoverykit.conformance.client import AdapterClient, PendingCall, start_tim
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.errors import OperationFailed, ProtocolError
 from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.pacing import CHAOS_POINT, current
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_rpcs import RPCS_BY_NAME
 from recoverykit.conformance.provider import ScriptedProvider
@@ -58,8 +59,10 @@ class CaseEnv:
     """Use as a context manager; ``close()`` leaves nothing behind and records what it had to reap."""
 
     def __init__(self, adapter: str | list[str] | None, script: dict, *, base_dir: str | os.PathLike | None = None,
-                 timeout_s: float = 20.0) -> None:
-        self.timeout_s = timeout_s
+                 timeout_s: float = CHAOS_POINT.seconds) -> None:
+        self.pacing = current()  # the case's windows: ``timeout_s`` (chaos --timeout) and the others, scaled
+        self.timeout_s = timeout_s = self.pacing(timeout_s)
+        slow = max(self.pacing(start_timeout_s()), timeout_s * 3)
         self.adapter = adapter or DEFAULT_ADAPTER
         argv = split_command(self.adapter)
         spare = spares.POOL.take(argv, base_dir) if spares.enabled() else None
@@ -73,10 +76,11 @@ class CaseEnv:
         self.recorder = Recorder(self.run_dir / "history.jsonl")
         if spare is not None:
             self.client = spare.client
-            self.client.timeout_s, self.client.slow_timeout_s = timeout_s, max(start_timeout_s(), timeout_s * 3)
+            self.client.timeout_s, self.client.slow_timeout_s = timeout_s, slow
+            self.client.pacing = self.pacing
         else:
             self.client = AdapterClient(argv, self.run_dir / "adapter", run_marker=self.marker,
-                                        timeout_s=timeout_s, slow_timeout_s=max(start_timeout_s(), timeout_s * 3))
+                                        timeout_s=timeout_s, slow_timeout_s=slow, pacing=self.pacing)
         self._spare_for_next = (argv, base_dir) if spares.enabled() else None
         self._lock = threading.Lock()
         self._pending: list[tuple[Any, PendingCall, threading.Thread]] = []

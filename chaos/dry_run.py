@@ -38,6 +38,7 @@ from recoverykit.chaos import restarts
 from recoverykit.chaos.case_env import CaseEnv
 from recoverykit.conformance import input_files
 from recoverykit.conformance.errors import ProtocolError
+from recoverykit.conformance.pacing import CHAOS_QUIESCE
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import FIRST_HOLD, Scenario, all_scenarios
 from recoverykit.model.catalogue import (
@@ -53,7 +54,7 @@ from recoverykit.model.errors import InvalidArgument, RecoveryKitError
 TRACE_KIND = "recoverykit-chaos-trace"
 TRACE_VERSION = 1
 TRACE_FILE = "trace.json"
-QUIESCE_S = 30.0
+QUIESCE_S = CHAOS_QUIESCE.seconds  # a base window: scaled by the case's pacing (``env.pacing``)
 NEVER_UP_LIMIT = 2  # as the case runner: an adapter silent twice in a row is not asked again
 TOOL_POINTS = ("tool.running", "tool.finished.uncommitted")
 HOLD_POINTS = ("provider.request.inflight", "provider.response.midstream")
@@ -264,7 +265,7 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
             startup.update(_runtime_hits(env, OPT_IN_POINTS))
         _submit_all(env, scenario)
         env.wait_pending()
-        env.quiesce(QUIESCE_S)
+        env.quiesce(env.pacing(QUIESCE_S))
         reached.update(_runtime_hits(env, plain, scenario.chaos.item_hits))
         reached.update(_environment_hits(env, scenario))
         if labels is not None:
@@ -280,7 +281,7 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
             env.start_runtime(failpoints=scenario.chaos.restart_first)
             scenario.chaos.restart_kick(env, _spec(late))
             env.wait_pending()
-            env.quiesce(QUIESCE_S)
+            env.quiesce(env.pacing(QUIESCE_S))
             reached.update(_runtime_hits(env, late, scenario.chaos.item_hits))
         finally:
             env.close()
@@ -293,13 +294,13 @@ def trace_scenario(scenario: Scenario, adapter: str | list[str] | None, declared
             env.start()
             env.start_runtime()
             _submit_all(env, scenario)
-            env.provider.wait_for_held(timeout_s)
+            env.provider.wait_for_held(env.timeout_s)
             restarts.tree_kill(env, "tree_kill")
             env.release_holds(cut_provider=True)
             env.start_runtime(failpoints=_spec(recovery))
             env.auto_release()
             env.wait_pending()
-            env.quiesce(QUIESCE_S)
+            env.quiesce(env.pacing(QUIESCE_S))
             reached.update(_runtime_hits(env, recovery, scenario.chaos.item_hits))
         finally:
             env.close()

@@ -36,17 +36,18 @@ from recoverykit.conformance import disk
 from recoverykit.conformance.broker import FailpointNotHit
 from recoverykit.conformance.checker import ClauseResult, Evidence, check
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed, ProtocolError, RefusedProcess
+from recoverykit.conformance.pacing import CHAOS_GRACE, CHAOS_POINT, CHAOS_QUIESCE, QUIET_GRACE
 from recoverykit.conformance.provider import ProviderTimeout
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.conformance.scenarios import scenario_named
 from recoverykit.model.catalogue import POINTS_BY_NAME, RECOVERY_POINTS, Reach, Verdict, combine
 from recoverykit.model.errors import RecoveryKitError
 
-QUIESCE_S = 30.0
+QUIESCE_S = CHAOS_QUIESCE.seconds  # the windows here are bases: each case scales them (``env.pacing``)
 NEVER_UP_LIMIT = 2  # consecutive cases whose adapter never answered init or start: later ones are not run
 _NEVER_UP: dict[str, int] = {}  # per adapter command, in this process (the in-process run, or one xdist worker)
-DURING_GRACE_S = 5.0  # a user action during the fault that has not answered by then stays in flight across it
-QUIET_GRACE_S = 3.0  # how long a quiet runtime still gets to report the point before it counts as unreached
+DURING_GRACE_S = CHAOS_GRACE.seconds  # a user action during the fault not answered by then stays in flight across it
+QUIET_GRACE_S = QUIET_GRACE.seconds  # how long a quiet runtime still gets to report the point before it is unreached
 
 
 def arm(case: Case) -> str:
@@ -74,7 +75,7 @@ def _pause_at(point: str, hit: int) -> str:
     return f"{point}={hit - 1}*off->1*pause" if hit > 1 else f"{point}=1*pause"
 
 
-KICK_READY_S = 5.0  # how long a restart-kick case waits for the kick's action while held before its kill
+KICK_READY_S = CHAOS_GRACE.seconds  # how long a restart-kick case waits for the kick's action while held, then kills
 
 def kick(env: CaseEnv, start: Any) -> None:
     """Run a scenario's own start (``Chaos.kick``) in a thread the case waits for like a pending submit."""
@@ -114,7 +115,7 @@ def _wait_reached(env: CaseEnv, case: Case, timeout: float) -> dict[str, Any] | 
         if submits_done and env.quiesce(0.1):
             # a point after a commit (completion.commit.before_projection) is hit just after the work looks
             # finished: give the report time to arrive before calling the point unreached
-            deadline = min(deadline, time.monotonic() + QUIET_GRACE_S)
+            deadline = min(deadline, time.monotonic() + env.pacing(QUIET_GRACE_S))
     return None
 
 
@@ -123,7 +124,8 @@ def _not_reached_why(env: CaseEnv, case: Case, timeout: float) -> str:
     seen = [f"{h.point}#{h.hit} pid {h.pid}" + ("" if h.held else " (not held)") for h in env.broker.hits()]
     held = [f"{h.script_id} step {h.step}" for h in env.provider.held()]
     return (f"{case.point} hit {case.hit} was never reached (waited up to {timeout:g} s, or until the runtime "
-            f"went quiet): unknown, not a pass; failpoint reports: {', '.join(seen) or 'none'}; provider "
+            f"went quiet; {env.pacing.says(CHAOS_POINT.name, timeout)}): unknown, not a pass; failpoint reports: "
+            f"{', '.join(seen) or 'none'}; provider "
             f"requests still held: {', '.join(held) or 'none'}")
 
 
@@ -152,7 +154,7 @@ def _during(env: CaseEnv, action: str, work_ids: list[str], scenario_name: str) 
         sent.append(("", env.request_async("submit", session_id=f"{scenario_name}-{session}",
                                            client_msg_id="during-1",
                                            text="new input during recovery " + script_tag(session))))
-    deadline = time.monotonic() + DURING_GRACE_S
+    deadline = time.monotonic() + env.pacing(DURING_GRACE_S)
     for _, call in sent:
         call.join(max(0.0, deadline - time.monotonic()))
     return sent
@@ -192,6 +194,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
     t0 = time.monotonic()
     env = CaseEnv(adapter, scenario.provider_script(case.point, case.hit, chaos=True), base_dir=base_dir,
                   timeout_s=timeout_s)
+    timeout_s, quiesce_s = env.timeout_s, env.pacing(QUIESCE_S)  # the case's windows, scaled
     timings: dict[str, float] = {}
     try:
         try:
@@ -240,7 +243,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
                      if i.f in ("submit", "goal_create") and d is not None and d.type == "ok"]
             during = _during(env, scenario.during, acked, case.scenario)
         if late and scenario.chaos.restart_kick is not None:
-            env.kick_ready.wait(KICK_READY_S)  # the kick's action while held first, so the kill finds it made
+            env.kick_ready.wait(env.pacing(KICK_READY_S))  # the kick's action while held first: the kill finds it
         outcome = restarts.perform(env, case, scenario.double_start)
         result["second_reached"] = outcome.second_reached
         result["killed"] = outcome.killed
@@ -248,7 +251,7 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         timings["restarted"] = time.monotonic() - t0
         env.wait_pending()  # a submit released by the restart must land before quiescence means anything
         _during_outcome(during, before)
-        quiescent = env.quiesce(QUIESCE_S)
+        quiescent = env.quiesce(quiesce_s)
         with_suppress_timeout(env)
         if env.observe(quiescent).get("workspaces") is not None:  # task workspaces: the kit looks at the disk
             disk.inspect(env, "recovered")
@@ -263,7 +266,8 @@ def run_case(case: Case, adapter: str | list[str] | None = None, *, base_dir: st
         result["verdict"] = Verdict.INVALID.value if result["violations"] else Verdict.VALID.value
         result["status"] = "failed" if verdict is Verdict.INVALID else "passed"
         if not quiescent:
-            result["why"] = f"not quiescent within {QUIESCE_S:g} s after the restart"
+            result["why"] = (f"not quiescent within {quiesce_s:g} s after the restart "
+                             f"({env.pacing.says(CHAOS_QUIESCE.name, quiesce_s)})")
         timings["verified"] = time.monotonic() - t0
     except RefusedProcess as exc:  # the adapter named a pid outside the run: a protocol break, so invalid
         result.update(status="failed", verdict=Verdict.INVALID.value, refused=True, why=f"{exc}"[:2000])
@@ -313,4 +317,4 @@ def _compact(result: ClauseResult) -> dict[str, Any]:
 def with_suppress_timeout(env: CaseEnv) -> None:
     """Give the provider a moment to write the last response records (the ledger is the usage truth)."""
     with contextlib.suppress(ProviderTimeout):
-        env.provider.wait_settled(timeout=5.0)
+        env.provider.wait_settled(timeout=env.pacing(CHAOS_GRACE))

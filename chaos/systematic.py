@@ -32,6 +32,7 @@ from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
 from recoverykit.conformance.acceptance import Acceptance, classify, derive, grown, grown_text
 from recoverykit.conformance.checker import ClauseResult, merge
+from recoverykit.conformance.pacing import Pacing, using
 from recoverykit.conformance.reaper import reap_stale
 from recoverykit.conformance.scenarios import all_scenarios
 from recoverykit.model.catalogue import INTERRUPTION_POINTS, OPT_IN_POINTS, POINTS_BY_NAME, Reach, RestartKind, Verdict
@@ -219,9 +220,22 @@ def run(adapter: str | list[str] | None = None, *, scenarios: Any = None, points
         shard: Shard = Shard(1, 1), workers: int = 0, out_dir: str | Path | None = None, timeout_s: float = 20.0,
         keep: bool = False, seed: int = 0, replay: str | None = None, trace: str | Path | Trace | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None,
-        acceptance: Acceptance = Acceptance(), durable_writes: bool = False) -> dict[str, Any]:
+        acceptance: Acceptance = Acceptance(), durable_writes: bool = False,
+        pacing: Pacing | None = None) -> dict[str, Any]:
     """The whole systematic pipeline; returns the results document. ``workers``: 0 here, N in N xdist workers.
-    ``durable_writes``: the dry run arms the adapter's durable-write points too (docs/failpoints.md section 7)."""
+    ``durable_writes``: the dry run arms the adapter's durable-write points too (docs/failpoints.md section 7).
+    ``pacing``: the windows of every case (None: the current pacing); recorded in the document."""
+    with using(pacing) as paced:
+        doc = _run(adapter, scenarios=scenarios, points=points, kinds=kinds, shard=shard, workers=workers,
+                   out_dir=out_dir, timeout_s=timeout_s, keep=keep, seed=seed, replay=replay, trace=trace,
+                   progress=progress, acceptance=acceptance, durable_writes=durable_writes)
+    return {**doc, "pacing": paced.as_dict()}
+
+
+def _run(adapter: str | list[str] | None, *, scenarios: Any, points: Any, kinds: Any, shard: Shard, workers: int,
+         out_dir: str | Path | None, timeout_s: float, keep: bool, seed: int, replay: str | None,
+         trace: str | Path | Trace | None, progress: Callable[[dict[str, Any]], None] | None,
+         acceptance: Acceptance, durable_writes: bool) -> dict[str, Any]:
     if workers < 0:
         raise InvalidArgument(f"workers={workers}: 0 runs the cases in this process, N >= 1 in N pytest-xdist workers")
     reap_stale()  # an earlier chaos run that was killed leaves nothing running into this one

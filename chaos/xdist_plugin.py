@@ -36,6 +36,7 @@ import pytest
 from recoverykit.chaos.cases import Case, enumerate_cases, parse_case_id
 from recoverykit.chaos.dry_run import Trace
 from recoverykit.chaos.shard import parse_shard, select
+from recoverykit.conformance.pacing import Pacing, using
 from recoverykit.conformance.reaper import ENV_RUN_MARKER, new_marker, owner_alive, reap_stale
 from recoverykit.model.errors import InvalidArgument
 
@@ -55,6 +56,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--chaos-kinds", default="all", help="Restart kinds: all or a comma list.")
     group.addoption("--chaos-shard", default=None, metavar="K/N", help="Only the K-th of N parts of the case list.")
     group.addoption("--chaos-timeout", type=float, default=20.0, help="Seconds to wait for a point or a reply.")
+    group.addoption("--chaos-timeout-scale", type=float, default=1.0,
+                    help="Scale every window of the cases (``recoverykit.conformance.pacing``).")
     group.addoption("--chaos-keep", action="store_true", help="Keep every case's run directory.")
     group.addoption("--chaos-seed", type=int, default=0, help="Seed recorded in bundles.")
     group.addoption("--chaos-runs", metavar="DIR", help="Case run directories go here (default: the temp dir).")
@@ -71,6 +74,7 @@ class Settings:
     results: Path
     adapter: str | None
     timeout_s: float
+    scale: float  # the run's pacing (``pacing.Pacing.scale``)
     keep: bool
     seed: int
     runs: Path | None  # None: private dirs in the system's temp dir, as in the Python API
@@ -92,7 +96,8 @@ def _settings(config: pytest.Config) -> Settings:
     results = Path(config.getoption("chaos_results")).resolve()
     declared = config.getoption("chaos_declared")
     return Settings(results=results, adapter=config.getoption("chaos_adapter"),
-                    timeout_s=config.getoption("chaos_timeout"), keep=config.getoption("chaos_keep"),
+                    timeout_s=config.getoption("chaos_timeout"), scale=config.getoption("chaos_timeout_scale"),
+                    keep=config.getoption("chaos_keep"),
                     seed=config.getoption("chaos_seed"), runs=_path(config.getoption("chaos_runs")),
                     bundles=_path(config.getoption("chaos_bundles")),
                     declared_path=Path(declared) if declared else results / DECLARED_FILE)
@@ -159,8 +164,9 @@ class ChaosCase(pytest.Item):
 
         s = self.settings
         try:
-            result = run_one(self.case, s.adapter, declared=s.declared(), base_dir=s.runs, bundle_dir=s.bundles,
-                             timeout_s=s.timeout_s, keep=s.keep, seed=s.seed)
+            with using(Pacing(s.scale, s.scale)):
+                result = run_one(self.case, s.adapter, declared=s.declared(), base_dir=s.runs, bundle_dir=s.bundles,
+                                 timeout_s=s.timeout_s, keep=s.keep, seed=s.seed)
         except Exception as exc:  # a kit defect: still leave a result, so the run reads as error, not missing
             result = {**self.case.as_dict(), "status": "error", "verdict": "unknown", "clauses": [], "violations": [],
                       "leftovers": [], "timings": {}, "why": f"kit defect: {type(exc).__name__}: {exc}",

@@ -34,6 +34,7 @@ from recoverykit.chaos.cases import Case
 from recoverykit.conformance import subreaper
 from recoverykit.conformance.errors import EnvironmentFault
 from recoverykit.conformance.interrupts import SIGNALS, installed
+from recoverykit.conformance.pacing import current
 from recoverykit.conformance.reaper import leftovers, marked_env, new_marker, reap, reap_stale
 from recoverykit.model.errors import Interrupted
 
@@ -52,6 +53,7 @@ def pytest_argv(workers: int, work: Path, adapter: str | list[str] | None, *, ba
             "-p", plugin.__name__, "-q", "-rfE", "-n", str(workers), "--dist", "worksteal",
             "--chaos-results", str(work), "--chaos-cases", str(work / "cases.txt"),
             "--chaos-declared", str(work / plugin.DECLARED_FILE), "--chaos-timeout", repr(timeout_s),
+            "--chaos-timeout-scale", repr(current().scale),  # this run's pacing, for every worker's cases
             "--chaos-seed", str(seed), *plugin.adapter_option(adapter)]
     argv += ["--chaos-keep"] if keep else []
     argv += ["--chaos-runs", str(base_dir)] if base_dir is not None else []

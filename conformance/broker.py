@@ -140,8 +140,9 @@ class FailpointBroker:
             self._nth[point] = nth
 
     def wait_for_hit(self, point: str | None = None, timeout: float = 10.0, *, pid: int | None = None,
-                     hit: int | None = None, after: int = 0, held: bool = False) -> Hit:
-        """The first report (seq > ``after``) matching every filter given; FailpointNotHit on timeout."""
+                     hit: int | None = None, after: int = 0, held: bool = False, why: str = "") -> Hit:
+        """The first report (seq > ``after``) matching every filter given; FailpointNotHit on timeout
+        (``why``: the window's name, in the message)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -153,7 +154,8 @@ class FailpointBroker:
                 if remaining <= 0 or self._stopping:
                     seen = [(h.point, h.pid, h.hit, h.action) for h in self._hits]
                     raise FailpointNotHit(
-                        f"no failpoint hit matching point={point!r} pid={pid} hit={hit} within {timeout}s; "
+                        f"no failpoint hit matching point={point!r} pid={pid} hit={hit} within {timeout:g} s"
+                        f"{f' ({why})' if why else ''}; "
                         f"hits so far (point, pid, hit, action): {seen or 'none'}")
                 self._cond.wait(remaining)
 

@@ -60,6 +60,7 @@ from recoverykit.conformance.junit import write_junit
 from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import hypothesis_home, run_lockstep
 from recoverykit.conformance.out_dir import claim
+from recoverykit.conformance.pacing import Pacing, using
 from recoverykit.conformance.private_files import private_dir, privatize, write_private
 from recoverykit.conformance.proofs import proof_of, proven
 from recoverykit.conformance.scenarios import Scenario, all_scenarios, required_clauses
@@ -90,6 +91,9 @@ class Options:
     strict_evidence: bool = False  # a required clause only the runtime's own word holds valid is unknown
     acceptance: Acceptance = field(default_factory=Acceptance)  # known findings (--accept, --baseline)
     write_baseline: Path | None = None  # write this run's findings here (--write-baseline)
+    pacing: Pacing = field(default_factory=Pacing)  # the windows, scaled (--timeout-scale)
+    calibrate: bool = True  # measure the runtime first and scale the windows up if it is slow (``calibration``)
+    notice: Callable[[str], None] | None = None  # one line for the user (the calibration's summary)
 
 
 @dataclass
@@ -143,6 +147,7 @@ class Certification:
     strict_evidence: bool = False
     acceptance: Acceptance = field(default_factory=Acceptance)
     baseline_error: str | None = None  # --write-baseline failed after the run (told on stderr; not the exit)
+    pacing: Pacing = field(default_factory=Pacing)  # the windows every case was given (after calibration)
 
     @property
     def exit_code(self) -> int:
@@ -196,7 +201,7 @@ class Certification:
                 "seed": self.seed, "profiles": list(self.profiles), "required": sorted(self.required),
                 "clauses": {c: self._clause_entry(c, v) for c, v in sorted(self.clauses.items())},
                 "acceptance": self.acceptance_summary(), "findings": self.findings(),
-                "strict_evidence": self.strict_evidence,
+"strict_evidence": self.strict_evidence, "pacing": self.pacing.as_dict(),
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
                 "replay": self.replay_command(),
                 **({"incomplete": True, "interrupted_by": signal.Signals(self.interrupted).name}
@@ -230,6 +235,12 @@ def _certify(options: Options, adapter: str, out: Path) -> Certification:
     chosen = [s for s in all_scenarios() if not options.only or s.id in options.only]
     lockstep = (not options.only or "lockstep" in options.only)
     finished: list[Case] = []  # every case as it ends: what an interrupted run still reports
+    cert.pacing = options.pacing
+    if options.calibrate and (chosen or lockstep):
+        from recoverykit.conformance.calibration import calibrate
+        cert.pacing = calibrate(adapter, out / "runs", options.pacing, broker_factory=options.broker_factory)
+        if options.notice is not None and cert.pacing.calibration is not None:
+            options.notice(calibration_line(cert.pacing))
 
     def done(case: Case) -> Case:
         finished.append(case)
@@ -321,6 +332,11 @@ def _tell(options: Options, name: str, what: str) -> None:
 
 
 def _scenario_case(cert: Certification, scenario: Scenario, options: Options) -> Case:
+    with using(cert.pacing):  # this case's thread: its windows, and the reasons that name them
+        return _paced_case(cert, scenario, options)
+
+
+def _paced_case(cert: Certification, scenario: Scenario, options: Options) -> Case:
     case = Case(scenario.id, "scenario", Verdict.NOT_APPLICABLE, scenario.clauses)
     if cert.declared and not scenario.applies(cert.declared):
         case.message = f"profile {scenario.profile.value} not declared by the adapter"
@@ -331,7 +347,8 @@ def _scenario_case(cert: Certification, scenario: Scenario, options: Options) ->
     run_dir = make_run_dir(cert.out / "runs", scenario.id)
     case.run_dirs.append(run_dir)
     try:
-        with Run(cert.adapter, run_dir, scenario.provider_script(), broker_factory=options.broker_factory) as run:
+        with Run(cert.adapter, run_dir, scenario.provider_script(), broker_factory=options.broker_factory,
+                 pacing=cert.pacing) as run:
             cert.declared = run.profiles
             cert.adapter_info = {"name": run.init_ok.name, "version": run.init_ok.version,
                                  "protocol_version": run.init_ok.protocol_version}
@@ -410,9 +427,10 @@ def _case_verdict(case: Case) -> Verdict:
 def _lockstep_case(cert: Certification, options: Options) -> Case:
     _tell(options, "lockstep", "start")
     began = time.monotonic()
-    config = LockstepConfig(cert.adapter, out=cert.out / "runs", broker_factory=options.broker_factory)
+    config = LockstepConfig(cert.adapter, out=cert.out / "runs", broker_factory=options.broker_factory,
+                            pacing=cert.pacing)
     database = private_dir(cert.out / "hypothesis-db")  # Hypothesis' database and its other files: never ./.hypothesis
-    with hypothesis_home(database):
+    with hypothesis_home(database), using(cert.pacing):
         outcome = run_lockstep(config, profile=options.settings_profile, seed=cert.seed,
                                max_examples=options.examples, database=database,
                                accepted=frozenset(cert.accepted))
@@ -532,3 +550,17 @@ def findings_of(cert: Certification) -> list[dict[str, Any]]:
                     **({"accepted_by": cert.accepted[clause_id]} if clause_id in cert.accepted else {}),
                     "message": best["message"], "shortest": best})
     return out
+
+
+def calibration_line(pacing: Pacing) -> str:
+    """The calibration's one line for the terminal (``calibration.Calibration.summary``, from results.json's
+    ``pacing.calibration``)."""
+    c = pacing.calibration or {}
+
+    def s(v: float | None) -> str:
+        return "not measured" if v is None else f"{v:.2f} s"
+    line = (f"calibration: start {s(c.get('start_s'))}, first model request {s(c.get('first_request_s'))}, turn "
+            f"{s(c.get('turn_s'))} -> timeout scale x{pacing.scale:g}")
+    if pacing.scale != pacing.asked:
+        line += f" (asked x{pacing.asked:g})"
+    return line + "".join(f"; {n}" for n in c.get("notes") or [])

@@ -30,6 +30,7 @@ from recoverykit.conformance.errors import (
     ProtocolError,
     UnexpectedReply,
 )
+from recoverykit.conformance.pacing import REPLY, START, Pacing, current
 from recoverykit.conformance.protocol import check_answers, check_snapshot, decode, encode, expected_reply
 from recoverykit.conformance.protocol_envelope import MAX_LINE_BYTES, PROTOCOL_VERSION, ErrorReply, Reply, Request
 from recoverykit.conformance.protocol_rpcs import RPCS_BY_NAME, Init, InitOk, ProbeTool
@@ -81,8 +82,8 @@ class PendingCall:
     def wait(self) -> Reply:
         if not self.done.wait(self.timeout_s) and not self.client._abandon(self):
             self.client.timed_out = True
-            raise AdapterTimeout(f"no reply within {self.timeout_s:g} s; silence proves nothing, so the outcome is "
-                                 "unknown (a slow runtime? raise --timeout)", sent=encode(self.request),
+            raise AdapterTimeout(f"no reply within {self.timeout_s:g} s ({self.client.window_of(self)}); silence "
+                                 "proves nothing, so the outcome is unknown", sent=encode(self.request),
                                  expected=expected_reply(self.request), doc="docs/protocol.md#transport")
         if self.error is not None:
             raise self.error
@@ -96,7 +97,10 @@ class AdapterClient:
     def __init__(self, command: str | Sequence[str], run_dir: str | Path, *, timeout_s: float = 10.0,
                  slow_timeout_s: float | None = None, max_line_bytes: int = MAX_LINE_BYTES,
                  env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-                 run_marker: str | None = None, grace_s: float = 2.0) -> None:
+                 run_marker: str | None = None, grace_s: float = 2.0, pacing: Pacing | None = None) -> None:
+        """``timeout_s`` and ``slow_timeout_s`` are the windows as given (already scaled); ``pacing`` only names
+        them in a timeout's message (default: the current pacing)."""
+        self.pacing = pacing
         self.argv = client_process.split_command(command)
         self.run_dir = Path(run_dir)
         self.slow_timeout_s = start_timeout_s() if slow_timeout_s is None else slow_timeout_s
@@ -197,6 +201,14 @@ class AdapterClient:
         if rpc.name == "quiesce":
             return request.timeout_s + self.timeout_s  # type: ignore[attr-defined]
         return self.slow_timeout_s if rpc.slow else self.timeout_s
+
+    def window_of(self, call: PendingCall) -> str:
+        """The window a call waited in, named for its timeout's message (``pacing.Pacing.says``)."""
+        pacing = self.pacing if self.pacing is not None else current()
+        rpc = RPCS_BY_NAME[call.request.type]  # type: ignore[attr-defined]
+        name = ("settle + reply" if rpc.name == "quiesce" else
+                START.name if call.timeout_s == self.slow_timeout_s and rpc.slow else REPLY.name)
+        return pacing.says(name, call.timeout_s)
 
     def send(self, request: Request, *, timeout_s: float | None = None) -> PendingCall:
         """Write a request without waiting for its reply (requests may overlap)."""

@@ -19,6 +19,7 @@ from recoverykit.conformance import scenarios as sc
 from recoverykit.conformance import storage_fault
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import DWELL
 from recoverykit.conformance.witness import read_witness
 from recoverykit.model.catalogue import StorageFault, Verdict
 
@@ -31,10 +32,11 @@ def pending(snapshot: dict[str, Any], work_id: str | None = None) -> list[str]:
 
 
 def wait_pending(run: Run, n: int = 1, timeout_s: float = sc.SETTLE_S) -> tuple[list[str], dict[str, Any]]:
-    """Settle until at least ``n`` approvals are pending (a waiting item is quiescent); the ids and snapshot."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        quiescent, snap = run.settle(max(1.0, deadline - time.monotonic()))
+    """Settle until at least ``n`` approvals are pending (a waiting item is quiescent); the ids and snapshot.
+    ``timeout_s`` is a window (scaled by the run's pacing)."""
+    deadline = time.monotonic() + run.window(timeout_s)
+    while True:  # (each settle is given what is left: unscaled back, since settle scales its window)
+        quiescent, snap = run.settle(max(1.0, deadline - time.monotonic()) / run.pacing.scale)
         found = pending(snap)
         waiting = any(w.get("reason_code") == "awaiting_approval" for w in snap.get("work_items") or [])
         if len(found) >= n or time.monotonic() >= deadline or (quiescent and not waiting):
@@ -61,8 +63,8 @@ def wait_held_denying(run: Run, script_id: str, timeout_s: float = sc.SETTLE_S):
     """``run.wait_held`` for ``script_id``; meanwhile, on a runtime that declares approvals, deny what waits."""
     if "approvals" not in run.profiles:
         return run.wait_held(timeout_s, script_id=script_id)
-    deadline = time.monotonic() + timeout_s
-    while True:
+    deadline = time.monotonic() + run.window(timeout_s)
+    while True:  # (a slice of at most 1 s at scale 1: the deadline holds the whole window)
         try:
             return run.wait_held(min(1.0, max(0.05, deadline - time.monotonic())), script_id=script_id)
         except TimeoutError:
@@ -109,7 +111,7 @@ def drive_consume_crash(run: Run) -> list[ClauseResult]:
     ids, _ = wait_pending(run)
     decide_all(run, ids)
     if ids:
-        run.broker.wait_for_hit(CONSUME_POINT, timeout=sc.SETTLE_S, held=True)
+        run.wait_hit(CONSUME_POINT, sc.SETTLE_S, held=True)
         if storage_fault.supports(run, StorageFault.NEWER_SCHEMA) is None:
             _start_on_unreadable_state(run)
         sc.restart_kit_side(run, "tree_kill", failpoints="")
@@ -126,7 +128,7 @@ def drive_consume_crash(run: Run) -> list[ClauseResult]:
     return _asked(ids)
 
 
-UNREADABLE_DWELL_S = 1.0  # how long the runtime runs on a store it cannot read, an approved write waiting
+UNREADABLE_DWELL_S = DWELL.seconds  # how long the runtime runs on a store it cannot read, an approved write waiting
 
 
 def _start_on_unreadable_state(run: Run) -> None:
@@ -136,7 +138,7 @@ def _start_on_unreadable_state(run: Run) -> None:
     applied = storage_fault.apply(run, StorageFault.NEWER_SCHEMA, script="apc")
     run.start(failpoints="")
     seen = len(read_witness(run.witness_path).executions) if run.witness_path.exists() else 0
-    deadline = time.monotonic() + UNREADABLE_DWELL_S
+    deadline = time.monotonic() + run.window(UNREADABLE_DWELL_S)
     while time.monotonic() < deadline and (
             not run.witness_path.exists() or len(read_witness(run.witness_path).executions) <= seen):
         time.sleep(0.05)  # a runtime that runs the write anyway shows itself in the witness log
@@ -198,7 +200,7 @@ def drive_two_sessions(run: Run) -> list[ClauseResult]:
     run.start()
     first = sc.submit(run, "ap1", session="s-ap1")
     sc.submit(run, "ap2", session="s-ap2")
-    deadline = time.monotonic() + sc.SETTLE_S
+    deadline = time.monotonic() + run.window(sc.SETTLE_S)
     while time.monotonic() < deadline and not _writes_done(run, 2):
         time.sleep(0.05)
     sc.restart_kit_side(run, "tree_kill")

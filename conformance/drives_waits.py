@@ -17,6 +17,7 @@ from typing import Any
 from recoverykit.conformance import scenarios as sc
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import SETTLE, current
 from recoverykit.model.catalogue import Verdict
 
 EXTERNAL = "probe_external"
@@ -39,8 +40,9 @@ def started(run: Run, script_id: str) -> tuple[str | None, str | None]:
 
 
 def waiting(run: Run, timeout_s: float = sc.SETTLE_S) -> dict[str, Any]:
-    """Observe until some work item waits on a dependency (a wait is not quiescent: reconciliation polls it)."""
-    deadline = time.monotonic() + timeout_s
+    """Observe until some work item waits on a dependency (a wait is not quiescent: reconciliation polls it), for
+    at most the window ``timeout_s`` (scaled)."""
+    deadline = time.monotonic() + run.window(timeout_s)
     while True:
         snap = run.observe()
         if any(w.get("reason_code") == "waiting_dependency" for w in snap.get("work_items") or []) \
@@ -54,7 +56,9 @@ def notify(run: Run, handle: str, n: int = 1, outcome: str = "completed", versio
 
 
 def _none(clause_id: str) -> list[ClauseResult]:
-    return [_result(clause_id, Verdict.UNKNOWN, "the external operation never started (no probe_external ran)")]
+    given = current()(sc.SETTLE_S)
+    return [_result(clause_id, Verdict.UNKNOWN, f"the external operation never started within {given:g} s (no "
+                    f"probe_external ran; {current().says(SETTLE.name, given)})")]
 
 
 def drive_notify_during_restart(run: Run) -> list[ClauseResult]:
@@ -133,7 +137,7 @@ def drive_lost_notification(run: Run) -> list[ClauseResult]:
     if handle is None:
         return _none("WAIT-03")
     run.external(handle, "hang")
-    deadline = time.monotonic() + sc.SETTLE_S
+    deadline = time.monotonic() + run.window(sc.SETTLE_S)
     while time.monotonic() < deadline and _queries(run, handle) < QUERIES_WANTED:
         time.sleep(0.1)
     run.observe()

@@ -32,10 +32,11 @@ from typing import Any, Protocol
 from recoverykit.conformance import killer, paused, proc_guard, reaper
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import Evidence
-from recoverykit.conformance.client import AdapterClient
+from recoverykit.conformance.client import AdapterClient, start_timeout_s
 from recoverykit.conformance.errors import AdapterTimeout, NothingKilled, OperationFailed, ProtocolError
 from recoverykit.conformance.history import NOTHING_KILLED, Recorder
 from recoverykit.conformance.killer import ProcRef
+from recoverykit.conformance.pacing import REPLY, REQUEST, SETTLE, Pacing, current
 from recoverykit.conformance.private_files import copy_tree, private_dir
 from recoverykit.conformance.probe_tools import standard_probe_tools
 from recoverykit.conformance.protocol_rpcs import InitOk
@@ -100,12 +101,13 @@ class Run:
     """Use as a context manager; ``close()`` leaves no process behind."""
 
     def __init__(self, command: str, run_dir: Path, script: ProviderScript | dict, *,
-                 broker_factory: BrokerFactory | None = FailpointBroker, timeout_s: float = 15.0,
-                 slow_timeout_s: float | None = None) -> None:
+                 broker_factory: BrokerFactory | None = FailpointBroker, timeout_s: float = REPLY.seconds,
+                 slow_timeout_s: float | None = None, pacing: Pacing | None = None) -> None:
         self.command, self.run_dir = command, Path(run_dir)
         self.script = script
         self.broker_factory = broker_factory
-        self.timeout_s, self.slow_timeout_s = timeout_s, slow_timeout_s  # None: start_timeout_s()
+        self.pacing = current() if pacing is None else pacing  # every window below is scaled by it
+        self.timeout_s, self.slow_timeout_s = timeout_s, slow_timeout_s  # base windows; None: start_timeout_s()
         self.marker = new_marker()
         self.data_dir = self.run_dir / "data"
         self._short_data: Path | None = None  # the data dir's real place in the temp dir, while the run is open
@@ -141,9 +143,10 @@ class Run:
             if self.broker_factory is not None:
                 self.broker = self.broker_factory(self.run_dir)
             socket_path = self.broker.address if self.broker else str(self.run_dir / "failpoints.sock")
-            self.client = AdapterClient(self.command, self.run_dir, timeout_s=self.timeout_s,
-                                        slow_timeout_s=self.slow_timeout_s, run_marker=self.marker,
-                                        cwd=os.getcwd())
+            slow = start_timeout_s() if self.slow_timeout_s is None else self.slow_timeout_s
+            self.client = AdapterClient(self.command, self.run_dir, timeout_s=self.pacing(self.timeout_s),
+                                        slow_timeout_s=self.pacing(slow), run_marker=self.marker,
+                                        cwd=os.getcwd(), pacing=self.pacing)
             self.client.start()
             invoke = self.recorder.invoke("init", {"data_dir": str(self.data_dir), "model": self.model,
                                                    "api_key_sha256": key_fingerprint(self.api_key)})
@@ -279,9 +282,14 @@ class Run:
         self.recorder.observe(snap, quiescent)
         return snap
 
+    def window(self, base_s: float) -> float:
+        """The seconds this run gives a window of ``base_s`` at scale 1 (``pacing``): for a drive's own waits."""
+        return self.pacing(base_s)
+
     def settle(self, timeout_s: float = 10.0) -> tuple[bool, dict[str, Any]]:
-        """Quiesce (bounded), then observe; both recorded. (quiescent, snapshot)."""
-        out = self.op("quiesce", timeout_s=timeout_s)
+        """Quiesce (bounded by the window ``timeout_s``, scaled by the run's pacing), then observe; both
+        recorded. (quiescent, snapshot)."""
+        out = self.op("quiesce", timeout_s=self.pacing(timeout_s))
         quiescent = bool(out.ok and out.reply.quiescent)
         return quiescent, self.observe(quiescent)
 
@@ -382,11 +390,21 @@ class Run:
                     {"handle": handle, "state": state, "version": version})
         self.recorder.fault("external_state", handle=handle, state=state, version=version)
 
-    def wait_held(self, timeout_s: float = 10.0, **match: Any):
-        return self.provider.wait_for_held(timeout_s, **match)
+    def wait_held(self, timeout_s: float = REQUEST.seconds, **match: Any):
+        """The first held request matching ``match``, waiting the request window ``timeout_s`` (scaled);
+        ``ProviderTimeout`` naming the window when none came."""
+        given = self.pacing(timeout_s)
+        return self.provider.wait_for_held(given, why=self.pacing.says(REQUEST.name, given), **match)
+
+    def wait_hit(self, point: str, timeout_s: float = SETTLE.seconds, **match: Any):
+        """The broker's first hit of ``point`` matching ``match``, waiting the window ``timeout_s`` (scaled);
+        ``FailpointNotHit`` naming the window when none came."""
+        given = self.pacing(timeout_s)
+        return self.broker.wait_for_hit(point, timeout=given, why=self.pacing.says("failpoint", given), **match)
 
     def wait_witness(self, predicate: Callable[[Any], bool], timeout_s: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout_s
+        """Whether a witnessed execution matching ``predicate`` showed within the window ``timeout_s`` (scaled)."""
+        deadline = time.monotonic() + self.pacing(timeout_s)
         while time.monotonic() < deadline:
             if any(predicate(e) for e in read_witness(self.witness_path).executions):
                 return True

@@ -46,6 +46,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from recoverykit.conformance.broker import FailpointBroker
 from recoverykit.conformance.checker import ClauseResult, check
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
+from recoverykit.conformance.pacing import FINAL_SETTLE, STEP_SETTLE, Pacing
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import OLD_HIDDEN_EXPIRY_S, DesiredState, RestartKind, Verdict
 from recoverykit.model.contract import clause
@@ -74,9 +75,9 @@ ARMABLE = ("input.accept.before", "input.accept.after",  # a submit in flight at
                  "recovery.claim.after", "recovery.repair.after", "recovery.decide.after")
 GRACEFUL = (RestartKind.NORMAL_EXIT, RestartKind.GRACEFUL_WORKER_RESTART)
 KILLS = (RestartKind.WORKER_KILL, RestartKind.TREE_KILL, RestartKind.LONG_DOWNTIME, RestartKind.HOST_IDENTITY_CHANGE)
-STEP_SETTLE_S = 0.3
+STEP_SETTLE_S = STEP_SETTLE.seconds
 MAX_CANDIDATES = 64
-FINAL_SETTLE_S = 15.0
+FINAL_SETTLE_S = FINAL_SETTLE.seconds
 
 
 MAX_SUBMITS = 40  # scripts per kind: every submit gets its own script id, so attempts are per work item
@@ -137,6 +138,7 @@ class LockstepConfig:
     repeats: dict[str, int] = field(default_factory=dict)  # per known clause: programs that broke it again
     first_text: dict[str, str] = field(default_factory=dict)  # per known clause: the first text seen again
     unsettled: list[str] = field(default_factory=list)  # programs whose work had not settled (NotSettled)
+    pacing: Pacing | None = None  # the windows of every run (None: the current pacing, ``pacing.current``)
 
 
 def make_machine(config: LockstepConfig) -> type[LockstepMachine]:
@@ -152,7 +154,8 @@ class LockstepMachine(RuleBasedStateMachine):
         cfg = self.config
         run_dir = make_run_dir(cfg.out, f"lockstep-{len(cfg.runs) + 1:03d}")
         cfg.runs.append(run_dir)
-        self.run = Run(cfg.command, run_dir, lockstep_script(), broker_factory=cfg.broker_factory).open()
+        self.run = Run(cfg.command, run_dir, lockstep_script(), broker_factory=cfg.broker_factory,
+                       pacing=cfg.pacing).open()
         try:
             self.kinds = {str(k) for k in self.run.init_ok.restart_kinds}
             self.points = [p for p in ARMABLE if p in {str(f) for f in self.run.init_ok.failpoints}]
@@ -323,9 +326,11 @@ class LockstepMachine(RuleBasedStateMachine):
                 continue
             if not quiescent and seen.get("status") in ("queued", "running"):
                 # still at work when the window closed: slow, not stuck. Unknown, never a recovery failure
+                given = self.run.window(FINAL_SETTLE_S)
                 text = (f"{work_id} is meant to run and was still {seen.get('status')} when the kit stopped waiting: "
-                        f"quiesce({FINAL_SETTLE_S:g}) answered quiescent: false (the kit gave the runtime "
-                        f"{FINAL_SETTLE_S:g} s after every hold was released, after {self.last}); RI-02 not judged")
+                        f"quiesce({given:g}) answered quiescent: false (the kit gave the runtime {given:g} s after "
+                        f"every hold was released, after {self.last}: {self.run.pacing.says(FINAL_SETTLE, given)}); "
+                        "RI-02 not judged")
                 self.config.unsettled.append(text)
                 raise NotSettled(text)
             self._broke("RI-02", f"{work_id} is meant to run but is {seen.get('status')} after every hold was "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import SEEN
 from recoverykit.conformance.provider import ProviderTimeout
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import GoalState
@@ -30,7 +31,7 @@ USER_EVENTS: dict[str, GoalEvent] = {"pause": GoalEvent.PAUSE, "resume": GoalEve
                                      "revise": GoalEvent.REVISION, "budget_change": GoalEvent.BUDGET_CHANGE}
 TERMINAL = (GoalState.ACHIEVED, GoalState.CANCELLED)
 HOLD_ALL = [{"kind": "hold", "at_chunk": 0, "attempts": list(range(1, 21))}]
-SEEN_WITHIN_S = 5.0  # how long an event's effect may take to show (a Pause reaches a worker mid-request)
+SEEN_WITHIN_S = SEEN.seconds  # how long an event's effect may take to show (a Pause reaches a worker mid-request)
 EXPLORE_DEPTH = 4
 
 
@@ -140,7 +141,7 @@ def _follow(run: Run, goal: dict, path: tuple[str, ...], done: PathRun) -> None:
             state = goal_transition(state, USER_EVENTS[name], False)
         elif enabled:
             done.problems.append(("GOAL-01", f"{name} was refused while the model enables it ({state.value})"))
-        deadline = time.monotonic() + SEEN_WITHIN_S
+        deadline = time.monotonic() + run.window(SEEN_WITHIN_S)
         while True:
             found = next((g for g in run.observe().get("goals") or [] if g["goal_id"] == goal["goal_id"]), None)
             diff = _compare(found, state, revision)

@@ -348,7 +348,9 @@ class ScriptedProvider:
         with self._lock:
             return sorted(self._held.values(), key=lambda h: h.seq)
 
-    def wait_for_held(self, timeout: float = 10.0, *, script_id: str | None = None, step: int | None = None) -> Held:
+    def wait_for_held(self, timeout: float = 10.0, *, script_id: str | None = None, step: int | None = None,
+                      why: str = "") -> Held:
+        """The first held request matching; ``ProviderTimeout`` after ``timeout`` s (``why``: the window's name)."""
         deadline = time.monotonic() + timeout
         with self._lock:
             while True:
@@ -357,7 +359,8 @@ class ScriptedProvider:
                         return h
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ProviderTimeout(f"no request held for script={script_id!r} step={step} within {timeout}s; "
+                    raise ProviderTimeout(f"no request held for script={script_id!r} step={step} within {timeout:g} s"
+                                          f"{f' ({why})' if why else ''}; "
                                           f"requests so far: {self._seq}")
                 self._lock.wait(remaining)
 

@@ -46,6 +46,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="A known finding: a case that broke only accepted clauses is xfail (repeatable).")
     group.addoption("--recoverykit-baseline", default=None, metavar="FILE",
                     help="Accept the findings of a baseline file written by `recoverykit certify --write-baseline`.")
+    group.addoption("--recoverykit-timeout-scale", default="1", metavar="FACTOR",
+                    help="Multiply every window the kit waits in for the runtime by FACTOR (0.1 to 100), as "
+                         "`recoverykit certify --timeout-scale`.")
+    group.addoption("--recoverykit-no-calibrate", action="store_true", default=False,
+                    help="Do not time the runtime once before the first scenario (calibration may only raise the "
+                         "scale).")
 
 
 class ConformanceFile(pytest.File):
@@ -74,7 +80,8 @@ class ScenarioItem(pytest.Item):
         cert.declared = set(_PROFILES.get(command, set()))
         acceptance = self.config._recoverykit_acceptance  # type: ignore[attr-defined]
         cert.acceptance = acceptance
-        options = Options(adapter=command, out=out, acceptance=acceptance)
+        cert.pacing = _pacing(self.config, command, out)
+        options = Options(adapter=command, out=out, acceptance=acceptance, pacing=cert.pacing, calibrate=False)
         if self.scenario_id == "lockstep":
             case = _lockstep_case(cert, options)
         else:
@@ -103,6 +110,17 @@ class ScenarioItem(pytest.Item):
         return self.path, None, f"recoverykit::{self.scenario_id}"
 
 
+def _pacing(config: pytest.Config, command: str | None, out: Path):
+    """The session's pacing: the asked scale, calibrated once before the first scenario unless told not to."""
+    pacing = config._recoverykit_pacing  # type: ignore[attr-defined]
+    if pacing.calibration is None and not config.getoption("--recoverykit-no-calibrate"):
+        from recoverykit.conformance.calibration import calibrate
+        from recoverykit.conformance.certify import default_adapter
+        pacing = calibrate(default_adapter() if command is None else command, out / "calibration", pacing)
+        config._recoverykit_pacing = pacing  # type: ignore[attr-defined]
+    return pacing
+
+
 class ConformanceFailure(Exception):
     def __init__(self, case) -> None:
         super().__init__(case.message)
@@ -120,6 +138,9 @@ def pytest_configure(config: pytest.Config) -> None:
             split_command(command)
             config._recoverykit_acceptance = load(config.getoption("--recoverykit-accept"),  # type: ignore[attr-defined]
                                                   config.getoption("--recoverykit-baseline"))
+            from recoverykit.conformance.pacing import Pacing, check_scale
+            scale = check_scale(config.getoption("--recoverykit-timeout-scale"), "--recoverykit-timeout-scale")
+            config._recoverykit_pacing = Pacing(scale, scale)  # type: ignore[attr-defined]
         except InvalidArgument as exc:
             raise pytest.UsageError(str(exc)) from None
 

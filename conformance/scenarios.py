@@ -27,6 +27,7 @@ from typing import Any
 from recoverykit.conformance import storage_fault, workdirs
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import DWELL, FAIR, LIVE_CHILD, REPORT, SETTLE, current
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import (
     OLD_HIDDEN_EXPIRY_S,
@@ -40,7 +41,7 @@ from recoverykit.model.catalogue import (
 from recoverykit.model.errors import InvalidArgument
 
 Drive = Callable[[Run], list[ClauseResult]]
-SETTLE_S = 20.0
+SETTLE_S = SETTLE.seconds  # the settle and request windows (``pacing``): scaled by the run's pacing
 HOLD_FIRST = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
 
 
@@ -232,10 +233,13 @@ def expect_desired(snapshot: dict[str, Any], work_ids: list[str | None], allowed
     return _result(clause_id, Verdict.INVALID if bad else Verdict.VALID, bad[0] if bad else when, bad)
 
 
-def unsettled(what: str, window_s: float) -> str:
-    """Why a goal state a slow runtime had not reached yet is not judged."""
-    return (f"not judged: {what}, but the runtime had not settled: quiesce({window_s:g}) answered quiescent: false "
-            f"(the kit gave it {window_s:g} s)")
+def unsettled(what: str, window_s: float, window: str = "settle") -> str:
+    """Why a goal state a slow runtime had not reached yet is not judged: the window (base ``window_s``, scaled by
+    the current pacing) and the time it was given."""
+    pacing = current()
+    given = pacing(window_s)
+    return (f"not judged: {what}, but the runtime had not settled: quiesce({given:g}) answered quiescent: false "
+            f"(the kit gave it {given:g} s: {pacing.says(window, given)})")
 
 
 def final_answer_times(ledger: list[dict[str, Any]]) -> dict[str, float]:
@@ -285,7 +289,7 @@ def drive_unknown_write(run: Run) -> list[ClauseResult]:
     return [expect_desired(after, [work_id], {"run", "done"}, "CTL-03", "after a worker crash")]
 
 
-LIVE_CHILD_WAIT_S = 3.0  # chat_long_tool's child sleeps 1.5 s: a live one finishes within this
+LIVE_CHILD_WAIT_S = LIVE_CHILD.seconds  # chat_long_tool's child sleeps 1.5 s: a live one finishes within this
 
 
 def drive_long_tool(run: Run) -> list[ClauseResult]:
@@ -378,7 +382,7 @@ def drive_long_downtime(run: Run) -> list[ClauseResult]:
     run.start(clock_offset_s=run.clock_offset_s)
     quiescent, final = run.settle(SETTLE_S)
     if not quiescent:
-        return [_result("RI-05", Verdict.UNKNOWN, "the run never became quiescent after the downtime")]
+        return [_result("RI-05", Verdict.UNKNOWN, unsettled("the work after the downtime", SETTLE_S))]
     return [expect_desired(final, [work_id], {"done"}, "RI-05", "after downtime past two hours")]
 
 
@@ -396,7 +400,7 @@ def drive_together(run: Run) -> list[ClauseResult]:
     run.start()
     again = run.wait_held(SETTLE_S, script_id="ta")  # the recovered request, held too (HOLD_TWICE)
     run.start()  # a second start, as a repeated notification would send: nothing may be admitted twice
-    deadline = time.monotonic() + SETTLE_S
+    deadline = time.monotonic() + run.window(SETTLE_S)
     while time.monotonic() < deadline and not {"tb", "tc"} <= set(final_answer_times(run.provider.records())):
         time.sleep(0.02)
     run.provider.release(again)
@@ -549,7 +553,7 @@ def drive_second_crash(run: Run) -> list[ClauseResult]:
     run.kill("tree_kill")
     run.release_probes()
     run.start(failpoints=f"{SECOND_CRASH_POINT}=1*pause")
-    run.broker.wait_for_hit(SECOND_CRASH_POINT, timeout=SETTLE_S, held=True)
+    run.wait_hit(SECOND_CRASH_POINT, SETTLE_S, held=True)
     run.kill("crash_during_recovery")
     run.start(failpoints="")
     quiet, final = run.settle(SETTLE_S)
@@ -616,7 +620,7 @@ def _interrupted_submit(run: Run, point: str, text: str, client_msg_id: str) -> 
     seen = max((h.seq for h in run.broker.hits()), default=0) if run.broker else 0
     out = run.op("submit", session_id="s-ia", text=text, client_msg_id=client_msg_id)
     try:
-        hit = run.broker.wait_for_hit(point, timeout=5.0, after=seen) if run.broker else None
+        hit = run.wait_hit(point, REPORT.seconds, after=seen) if run.broker else None
     except Exception:  # FailpointNotHit: the runtime did not crash there, so the kit claims nothing about it
         hit = None
     if hit is not None and hit.action == "crash" and not out.ok:
@@ -1028,7 +1032,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 
 # --- storage faults (kit-owned: conformance.storage_fault; judged by conformance.checks_storage) ------------
 
-STORAGE_DWELL_S = 1.0  # how long the runtime runs on the faulted store at most (it ends early on a model request)
+STORAGE_DWELL_S = DWELL.seconds  # how long the runtime runs on a faulted store at most (ends early on a model request)
 
 
 def _storage_fault(fault: StorageFault) -> Drive:
@@ -1047,7 +1051,7 @@ def _storage_fault(fault: StorageFault) -> Drive:
         run.start()  # on the faulted store: it must come up, say so and write nothing
         run.settle(SETTLE_S)
         seen = len(run.provider.records())
-        deadline = time.monotonic() + STORAGE_DWELL_S
+        deadline = time.monotonic() + run.window(STORAGE_DWELL_S)
         while time.monotonic() < deadline and not any(
                 r.get("event") == "request" for r in run.provider.records()[seen:]):
             time.sleep(0.05)  # a runtime acting on facts it cannot read shows itself in the ledger
@@ -1269,9 +1273,10 @@ def drive_projection_crash(run: Run) -> list[ClauseResult]:
     try:
         if run.broker is None:
             raise FailpointNotHit("no failpoint broker")
-        run.broker.wait_for_hit(PROJECTION_POINT, timeout=SETTLE_S, held=True)
+        run.wait_hit(PROJECTION_POINT, SETTLE_S, held=True)
     except FailpointNotHit:
-        return [_result("FA-09", Verdict.UNKNOWN, f"the runtime never reached {PROJECTION_POINT}")]
+        return [_result("FA-09", Verdict.UNKNOWN, f"the runtime never reached {PROJECTION_POINT} within "
+                        f"{run.window(SETTLE_S):g} s ({run.pacing.says('failpoint', run.window(SETTLE_S))})")]
     held = run.observe()  # the completion is committed; its projection is not delivered
     restart_kit_side(run, "tree_kill", failpoints="")
     run.settle(SETTLE_S)
@@ -1299,7 +1304,7 @@ SCENARIOS_BY_ID = {s.id: s for s in SCENARIOS}
 
 # --- temporary provider faults: retries, their receipts, their backoff --------------------------------------
 
-FAULT_WAIT_S = 5.0  # how long the drive waits for the runtime to say it scheduled the retry
+FAULT_WAIT_S = REPORT.seconds  # how long the drive waits for the runtime to say it scheduled the retry
 
 
 def faulted_step(tokens: tuple[int, int] = (30, 12)) -> dict:
@@ -1312,7 +1317,8 @@ def faulted_step(tokens: tuple[int, int] = (30, 12)) -> dict:
 
 
 def _wait_ledger(run: Run, predicate: Callable[[dict[str, Any]], bool], timeout_s: float) -> dict[str, Any] | None:
-    deadline = time.monotonic() + timeout_s
+    """The first ledger record matching ``predicate`` within the window ``timeout_s`` (scaled); None if none."""
+    deadline = time.monotonic() + run.window(timeout_s)
     while time.monotonic() < deadline:
         found = next((r for r in run.provider.records() if predicate(r)), None)
         if found is not None:
@@ -1329,7 +1335,7 @@ def drive_provider_faults(run: Run) -> list[ClauseResult]:
     work_id = submit(run, "pf")
     fault = _wait_ledger(run, lambda r: r.get("event") == "response" and r.get("status") == 503, SETTLE_S)
     if fault is not None:
-        deadline = time.monotonic() + FAULT_WAIT_S
+        deadline = time.monotonic() + run.window(FAULT_WAIT_S)
         while time.monotonic() < deadline:  # the runtime's own word that the retry time is on record
             if (item(run.observe(), work_id) or {}).get("reason_code") == "retry_scheduled":
                 break
@@ -1341,7 +1347,7 @@ def drive_provider_faults(run: Run) -> list[ClauseResult]:
     return []
 
 
-FAIR_HOLD_S = 2.0  # how long fair_queueing waits for the second backlog's first request to be in flight
+FAIR_HOLD_S = FAIR.seconds  # how long fair_queueing waits for the second backlog's first request to be in flight
 FAIR_BACKLOG = 4  # inputs of each backlog: a FIFO scheduler admits them all (over checks_fairness.FAIR_SLACK)
 
 
@@ -1354,7 +1360,7 @@ def drive_fair_queueing(run: Run) -> list[ClauseResult]:
         for n in range(1, FAIR_BACKLOG + 1):
             submit(run, script_id, session=f"fair-{script_id}", n=n)
     run.wait_held(SETTLE_S, script_id="fqa")
-    deadline = time.monotonic() + FAIR_HOLD_S  # a runtime running one item at a time never sends fqb's yet
+    deadline = time.monotonic() + run.window(FAIR_HOLD_S)  # a runtime running one item at a time never sends fqb's yet
     while time.monotonic() < deadline and not any(h.script_id == "fqb" for h in run.provider.held()):
         time.sleep(0.02)
     submit(run, "fqc", session="fair-fqc")

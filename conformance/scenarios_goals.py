@@ -21,10 +21,11 @@ from typing import Any
 
 from recoverykit.conformance.checker import ClauseResult, _result
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import GOAL_SETTLE, REPORT
 from recoverykit.conformance.provider_script import script_tag
 from recoverykit.model.catalogue import Verdict
 
-GOAL_SETTLE_S = 30.0
+GOAL_SETTLE_S = GOAL_SETTLE.seconds  # the Goal windows (``pacing``): scaled by the run's pacing
 PAUSED_FOR_S = 0.3
 HOLD_VERIFIER = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
 
@@ -81,13 +82,15 @@ def expect_state(snapshot: dict[str, Any], created: dict | None, states: set[str
     detail = f"Goal {created['goal_id']} is {found['state']} {when}"
     if not ok and not quiescent and found["state"] == "active":
         from recoverykit.conformance.scenarios import unsettled  # it imports this module
-        return _result(clause_id, Verdict.UNKNOWN, unsettled(f"{detail} (expected {sorted(states)})", GOAL_SETTLE_S))
+        return _result(clause_id, Verdict.UNKNOWN, unsettled(f"{detail} (expected {sorted(states)})", GOAL_SETTLE_S,
+                                                           GOAL_SETTLE.name))
     return _result(clause_id, Verdict.VALID if ok else Verdict.INVALID,
                    detail if ok else f"{detail} (expected {sorted(states)})")
 
 
 def wait_state(run: Run, goal_id: str, states: set[str], timeout_s: float = GOAL_SETTLE_S) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
+    """The first snapshot showing the Goal in one of ``states``, or the last one after the window (scaled)."""
+    deadline = time.monotonic() + run.window(timeout_s)
     snap = run.observe()
     while time.monotonic() < deadline:
         found = goal(snap, goal_id)
@@ -137,7 +140,7 @@ EXTERNAL = "probe_external"  # the kit's scripted external operation (drives_wai
 LIVE_WAIT = goal_script("gl", [{"tool_calls": [{"name": EXTERNAL, "arguments": {}}],
                                 "usage": {"prompt_tokens": 20, "completion_tokens": 8}},
                                work("[[goal:candidate]] the operation completed")], {2: verdict("met", 1)})
-WAIT_SEEN_S = 5.0  # how long the drive looks for the waiting phase (a runtime that never waits goes on at once)
+WAIT_SEEN_S = REPORT.seconds  # how long the drive looks for the waiting phase (a runtime that never waits goes on)
 IDLE_WINDOW_S = 0.5  # time an idle model turn has to happen while the Goal waits
 EXHAUSTED = goal_script("ge", [work("[[goal:todo t1]] one"), work("[[goal:done t1]] two")], {2: verdict("met", 1)})
 # 42 tokens a step: the second step reaches the limit just as the Todo is done, so acceptance waits for the budget
@@ -248,7 +251,7 @@ def drive_unknown_cost(run: Run) -> list[ClauseResult]:
     if timed is not None and run.wait_held(GOAL_SETTLE_S, script_id="gt", step=0):
         time.sleep(TIME_HELD_S)  # active time passes its limit while the first response is held
         run.provider.release()
-        deadline = time.monotonic() + GOAL_SETTLE_S
+        deadline = time.monotonic() + run.window(GOAL_SETTLE_S)
         while time.monotonic() < deadline:
             found = goal(run.observe(), timed["goal_id"]) or {}
             if found.get("state") != "active" or run.provider.held():
@@ -263,7 +266,8 @@ def drive_unknown_cost(run: Run) -> list[ClauseResult]:
     ok = found["state"] == "paused" and found["reason_code"] == "budget_unknown_cost"
     if not ok and not final_quiet and found["state"] == "active":  # slow, not wrong
         from recoverykit.conformance.scenarios import unsettled
-        return [_result("USG-16", Verdict.UNKNOWN, unsettled(f"the Goal is {found['state']}", GOAL_SETTLE_S))]
+        return [_result("USG-16", Verdict.UNKNOWN, unsettled(f"the Goal is {found['state']}", GOAL_SETTLE_S,
+                                                                GOAL_SETTLE.name))]
     return [_result("USG-16", Verdict.VALID if ok else Verdict.INVALID,
                     f"the Goal is {found['state']} ({found['reason_code']}) after an unknown-cost response")]
 
@@ -309,9 +313,10 @@ def drive_live_wait(run: Run) -> list[ClauseResult]:
     if created is None:
         return [_result("GOAL-08", Verdict.UNKNOWN, "goal_create was refused")]
     if not run.wait_witness(lambda e: e.tool == EXTERNAL and e.done and e.emitted, timeout_s=GOAL_SETTLE_S):
-        return [_result("GOAL-08", Verdict.UNKNOWN, "the external operation never started")]
+        return [_result("GOAL-08", Verdict.UNKNOWN, f"the external operation never started within "
+                        f"{run.window(GOAL_SETTLE_S):g} s ({run.pacing.says(GOAL_SETTLE)})")]
     token = next(e.probe_token for e in read_witness(run.witness_path).executions if e.tool == EXTERNAL)
-    deadline = time.monotonic() + WAIT_SEEN_S
+    deadline = time.monotonic() + run.window(WAIT_SEEN_S)
     while time.monotonic() < deadline:
         found = goal(run.observe(), created["goal_id"]) or {}
         if found.get("phase") == "waiting" or found.get("state") != "active":
@@ -357,11 +362,11 @@ def drive_reservation_expiry(run: Run) -> list[ClauseResult]:
     created = create(run, "gv", RESERVATION_LIMIT)
     if created is None:
         return [_result("USG-19", Verdict.UNKNOWN, "goal_create was refused")]
-    run.broker.wait_for_hit(RESERVE_POINT, timeout=GOAL_SETTLE_S, held=True)
+    run.wait_hit(RESERVE_POINT, GOAL_SETTLE_S, held=True)
     run.observe()  # reserved, not sent
     run.kill("tree_kill")
     run.start(failpoints=f"{PERSIST_POINT}=1*off->1*pause", clock_offset_s=run.clock_offset_s + RESERVATION_JUMP_S)
-    run.broker.wait_for_hit(PERSIST_POINT, timeout=GOAL_SETTLE_S, held=True)
+    run.wait_hit(PERSIST_POINT, GOAL_SETTLE_S, held=True)
     run.observe()  # the second request started and answered, its receipt not yet written
     run.kill("tree_kill")
     run.start(failpoints="")

@@ -28,12 +28,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from recoverykit.conformance import disk
+from recoverykit.conformance import disk, pacing
 from recoverykit.conformance.checker import ClauseResult
 from recoverykit.conformance.environment import Run
+from recoverykit.conformance.pacing import TASK
 from recoverykit.conformance.provider_script import script_tag
 
-WAIT_S = 20.0
+WAIT_S = TASK.seconds  # the task window (``pacing``): scaled by the run's pacing
 HELD = [{"kind": "hold", "at_chunk": 0, "attempts": [1]}]
 HELD2 = [{"kind": "hold", "at_chunk": 0, "attempts": [1, 2]}]  # the first run and the first Retry run
 BOOTSTRAP_PAUSE = "bootstrap.before_dispatch=pause"
@@ -61,10 +62,10 @@ def wait_task(run: Run, task_id: str | None, statuses: set[str], timeout_s: floa
     has shown a working state for ``STUCK_S`` with its current run ended and no retry scheduled (seed 001 forbids
     that state; RTY-01 judges it, and nothing is left to move it on), its scheduled retry is due only after the wait
     would end, or ``stop()`` (a drive's own evidence that the runtime already went its own way) is true. A mutant
-    runtime then costs seconds, not the whole timeout."""
+    runtime then costs seconds, not the whole timeout. ``timeout_s`` and ``STUCK_S`` are windows: scaled."""
     if task_id is None:  # its task_create was not acknowledged: nothing to wait for (the drive ends, unknown)
         return None
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + run.window(timeout_s)
     stuck = _Stuck()
     while True:
         snap = run.observe()
@@ -90,7 +91,7 @@ class _Stuck:
         """True once the task has shown that state for ``STUCK_S`` without a break."""
         now = time.monotonic()
         self.since = (self.since or now) if _working_with_nothing_running(snap, task) else None
-        return self.since is not None and now - self.since >= STUCK_S
+        return self.since is not None and now - self.since >= pacing.current()(STUCK_S)
 
 
 def _holds(run: Run, point: str) -> Callable[[], bool] | None:
@@ -119,8 +120,8 @@ def _working_with_nothing_running(snap: dict[str, Any], task: dict[str, Any] | N
 
 
 def wait_run(run: Run, run_id: str, statuses: set[str], timeout_s: float = WAIT_S) -> None:
-    """Observe until the run is in one of ``statuses`` (or the time is up)."""
-    deadline = time.monotonic() + timeout_s
+    """Observe until the run is in one of ``statuses`` (or the window ``timeout_s``, scaled, is up)."""
+    deadline = time.monotonic() + run.window(timeout_s)
     while time.monotonic() < deadline:
         if any(r["run_id"] == run_id and r["status"] in statuses for r in run.observe().get("runs") or []):
             return
@@ -174,13 +175,13 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     if run.broker is None:
         return []
     try:
-        run.broker.wait_for_hit("retry.receipt.after", timeout=WAIT_S, held=True)
+        run.wait_hit("retry.receipt.after", WAIT_S, held=True)
     except Exception:
         return []  # the checks judge what happened
     click = retry(run, ta, "k19759-a1", ra)  # (its answer also wakes the workers for task b's run)
     if not (click.ok and click.reply.run_id):
         return []  # a refused click leaves the clauses unknown
-    deadline = time.monotonic() + WAIT_S  # both Retry runs bootstrap (two workers), held before dispatch
+    deadline = time.monotonic() + run.window(WAIT_S)  # both Retry runs bootstrap (two workers), held before dispatch
     while time.monotonic() < deadline and len([h for h in run.broker.held()
                                                if h.point == "bootstrap.before_dispatch"]) < 2:
         time.sleep(0.02)
@@ -192,7 +193,7 @@ def drive_19759(run: Run) -> list[ClauseResult]:
     run.observe()
     disk.inspect(run, "bootstrap")
     run.kill("tree_kill")  # the restart during bootstrap
-    cut.join(WAIT_S)
+    cut.join(run.window(WAIT_S))
     run.start(failpoints=SETTLE_PAUSE)
     retry(run, tb, "k19759-b1", rb)  # the click whose reply was lost, sent again with its key
     wait_task(run, ta, {"succeeded", "retry_offered", "retry_scheduled"})
@@ -227,7 +228,7 @@ def saved_text(tag: str) -> str:
 
 def _held(run: Run, point: str, timeout_s: float) -> bool:
     try:
-        return run.broker is not None and bool(run.broker.wait_for_hit(point, timeout=timeout_s, held=True))
+        return run.broker is not None and bool(run.wait_hit(point, timeout_s, held=True))
     except Exception:
         return False
 
@@ -292,7 +293,7 @@ def wait_rescheduled(run: Run, task_id: str | None, before: set, timeout_s: floa
     ``wait_task``, waiting longer can show nothing more)."""
     if task_id is None:
         return
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + run.window(timeout_s)
     stuck = _Stuck()
     while time.monotonic() < deadline:
         snap = run.observe()
@@ -383,7 +384,8 @@ SETTLE_POINTS = ("coordinator.settle.before", "coordinator.settle.after")  # rea
 
 
 def _env_wait(env: Any, task_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any] | None:
-    deadline = time.monotonic() + timeout_s
+    """The task once in one of ``statuses`` (None after the window ``timeout_s``, scaled by the current pacing)."""
+    deadline = time.monotonic() + pacing.current()(timeout_s)
     while time.monotonic() < deadline:
         try:
             task = task_of(env.observe(), task_id)
@@ -398,7 +400,7 @@ def _env_wait(env: Any, task_id: str, statuses: set[str], timeout_s: float = 10.
 def _env_click(env: Any, task_id: str, key: str, observed: str | None, timeout_s: float = 10.0) -> Any:
     """A click that a failpoint may hold: sent asynchronously, its reply awaited (None if cut by the kill)."""
     pending = env.request_async("retry", work_id=task_id, idempotency_key=key, observed_run_id=observed or "none")
-    pending.join(timeout_s)
+    pending.join(pacing.current()(timeout_s))
     return pending.result.get("reply")
 
 
@@ -434,7 +436,7 @@ def chaos_restart_19759(env: Any, spec: str) -> None:
     failed run must create a run (RTY-14). Stops at the first failed step."""
     try:
         made = env.request("task_create", project=None, text=f"chaos {script_tag('p19b')} work on the task")
-        env.broker.wait_for_hit("bootstrap.before_dispatch", timeout=10.0, held=True)
+        env.broker.wait_for_hit("bootstrap.before_dispatch", timeout=pacing.current()(10.0), held=True)
         env.request("task_fault", task_id=made.task_id, fault="prepare_fails", error_code="workspace_validation_failed",
                     count=1)
         env.observe()  # the kit sees the run bootstrapping, its workspace bound, just before the restart

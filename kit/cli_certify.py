@@ -52,8 +52,15 @@ STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not_appl
               help="Accept the findings of a baseline file written by --write-baseline (a malformed one: exit 64).")
 @click.option("--write-baseline", "write_baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="FILE", help="Write this run's findings (every clause judged invalid) as a baseline file.")
+@click.option("--timeout-scale", "timeout_scale", default="1", show_default=True, metavar="FACTOR",
+              help="Multiply every window the kit waits in for the runtime (a model request held, a settle, a "
+                   "start, a reply) by FACTOR (0.1 to 100): a slow runtime or a loaded machine gets more time. "
+                   "Calibration may raise it, never lower it.")
+@click.option("--calibrate/--no-calibrate", "calibrate", default=True, show_default=True,
+              help="Before the cases, start the runtime once and time its start and one turn; a slow one gets its "
+                   "windows scaled up (at most x10; recorded in results.json under pacing.calibration).")
 def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, only, strict_evidence, accept,
-            baseline, write_baseline) -> None:
+            baseline, write_baseline, timeout_scale, calibrate) -> None:
     """Certify an adapter against the recovery contract: scenarios, lockstep machine, history checker.
 
     Exit 0 valid, 1 invalid, 2 unknown (a required clause never exercised), 64 usage error;
@@ -70,7 +77,9 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
             raise click.UsageError(str(exc)) from None
     from recoverykit.conformance.acceptance import load
     from recoverykit.conformance.client import start_timeout_s
+    from recoverykit.conformance.pacing import Pacing, check_scale
     try:
+        scale = check_scale(timeout_scale)
         acceptance = load(accept, baseline)
         start_timeout_s()  # a bad RECOVERYKIT_START_TIMEOUT_S is the user's input: a usage error before any run
     except InvalidArgument as exc:
@@ -107,7 +116,8 @@ def certify(adapter, profiles, seed, out, as_json, examples, settings_profile, o
     options = Options(adapter=adapter, profiles=tuple(profiles), seed=seed, out=out, examples=examples,
                       settings_profile=settings_profile, only=tuple(only),
                       progress=progress, strict_evidence=strict_evidence, acceptance=acceptance,
-                      write_baseline=write_baseline)
+                      write_baseline=write_baseline, pacing=Pacing(scale, scale), calibrate=calibrate,
+                      notice=lambda line: bar.console.print(rich_text(line), highlight=False))
     from recoverykit.conformance import subreaper
     from recoverykit.conformance.reaper import reap_stale
     reap_stale()  # leftovers of an earlier kit that was killed before it could clean up

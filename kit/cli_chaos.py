@@ -112,8 +112,15 @@ def _summary(doc: dict, out: Path | None) -> None:
               help="Accept the findings of a baseline file written by --write-baseline (a malformed one: exit 64).")
 @click.option("--write-baseline", "write_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write this run's findings (every clause a case broke) as a baseline file.")
+@click.option("--timeout-scale", "timeout_scale", default="1", show_default=True, metavar="FACTOR",
+              help="Multiply every window the kit waits in for the runtime (--timeout, the quiesce after a restart, "
+                   "a start, a reply) by FACTOR (0.1 to 100). Calibration may raise it, never lower it.")
+@click.option("--calibrate/--no-calibrate", "calibrate", default=True, show_default=True,
+              help="Before the cases, start the runtime once and time its start and one turn; a slow one gets its "
+                   "windows scaled up (at most x10; recorded in results.json under pacing.calibration).")
 def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, shard, workers, out_dir, timeout_s,
-          keep, list_only, trace_path, durable_writes, as_json, quiet, accept, baseline, write_baseline) -> int:
+          keep, list_only, trace_path, durable_writes, as_json, quiet, accept, baseline, write_baseline,
+          timeout_scale, calibrate) -> int:
     """Kill the runtime at every interruption point, for every restart kind, and check recovery."""
     from recoverykit import signals
     from recoverykit.chaos import systematic
@@ -123,6 +130,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
     from recoverykit.conformance import subreaper
     from recoverykit.conformance.acceptance import load
     from recoverykit.conformance.errors import AdapterCommandError
+    from recoverykit.conformance.pacing import Pacing, check_scale, using
     from recoverykit.conformance.reaper import reap_stale
     from recoverykit.reports.merge import write_all
 
@@ -131,6 +139,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
             from recoverykit.conformance.client_process import split_command
             split_command(adapter)
         the_shard = parse_shard(shard)
+        scale = check_scale(timeout_scale)
         acceptance = load(accept, baseline)
         from recoverykit.conformance.client import start_timeout_s
         start_timeout_s()  # a bad RECOVERYKIT_START_TIMEOUT_S is the user's input: a usage error before any run
@@ -162,6 +171,10 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         held.enter_context(subreaper.adopting())  # orphans of the run (its xdist workers' too) are reaped at its end
         with signals.handled():
             try:
+                pacing = Pacing(scale, scale)
+                if calibrate and not list_only:
+                    pacing = _calibrate(adapter, out, pacing, quiet)
+                held.enter_context(using(pacing))  # every case's windows, the dry run's and the declaration's
                 if replay is None and random_waves is None:
                     if trace is None:
                         reap_stale()
@@ -194,6 +207,7 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
                      if isinstance(c, dict) and c.get("bundle_unwritten")]
         if unwritten:  # a full disk kept evidence from being written: never a verdict of the runtime's
             doc["verdict"], doc["outputs_incomplete"] = Verdict.UNKNOWN.value, unwritten
+        doc["pacing"] = pacing.as_dict()
         try:
             for path in write_all(doc, out).values():
                 privatize(path)  # results and reports are as private as the runs: 0600
@@ -216,6 +230,16 @@ def chaos(adapter, points, kinds, scenarios, random_waves, seed, wave, replay, s
         _emit_json(doc)
     _summary(doc, out)
     return Verdict(doc["verdict"]).exit_code
+
+
+def _calibrate(adapter, out: Path, asked, quiet: bool):
+    """The pacing after calibrating the runtime once (``recoverykit.conformance.calibration``); its line printed."""
+    from recoverykit.conformance.calibration import calibrate
+    from recoverykit.conformance.certify import calibration_line, default_adapter
+    pacing = calibrate(default_adapter() if adapter is None else adapter, out / "runs", asked)
+    if not quiet:
+        click.echo(visible(calibration_line(pacing)), err=True)
+    return pacing
 
 
 def _run(adapter, scenarios, points, kinds, random_waves, seed, wave, replay, the_shard, workers, out, timeout_s,
