@@ -58,9 +58,8 @@ class Worker:
                     continue
                 except Exception as exc:  # retried from its checkpoint, after the policy's wait
                     delay = self.store.retry_later(item["work_id"], item["cv"], POLICY)
-                    print(f"langgraph-worker: {item['work_id']} failed: {exc!r}; "
-                          f"{'gave up' if delay is None else f'retrying in {delay:.1f}s'}", file=sys.stderr,
-                          flush=True)
+                    then = "not retried" if delay is None else f"retrying in {delay:.1f}s"  # exhausted, or a control
+                    print(f"langgraph-worker: {item['work_id']} failed: {exc!r}; {then}", file=sys.stderr, flush=True)
 
     def step(self, item: dict) -> None:
         work_id, cv = item["work_id"], item["cv"]
