@@ -1,26 +1,37 @@
-"""Prints how many lines of code the LangGraph adapter is on the SDK, and what it would be without it.
+"""Prints how many lines of code the LangGraph and DBOS adapters are on the SDK, and what they would be without it.
 
 Lines of code: physical lines that are not blank, not comments and not docstrings. "Without the SDK" is the
 adapter plus every SDK module it relies on (the dispatch loop, reply checks, process supervision, quiesce,
-observe builders, runtime environment, the failpoint client it would otherwise copy): what its author
-would have written, or copied, instead. The reply checks are shown apart, since a hand-written adapter
-usually goes without them. Run: ``python benchmarks/adapter_lines.py``.
+observe builders, runtime environment, the failpoint client it would otherwise copy, the run-intent store and
+retry policy where it uses them): what its author would have written, or copied, instead. The reply checks are
+shown apart, since a hand-written adapter usually goes without them. Stand-alone reproductions (``repro_*``) are
+not counted. Run: ``python benchmarks/adapter_lines.py [--root TREE] [langgraph|dbos ...]`` (``--root``: measure
+another checkout, e.g. a worktree of an older commit, for a before/after figure).
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import sys
 import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTER = sorted(p for p in (ROOT / "adapters" / "recoverykit_adapters" / "langgraph").glob("*.py")
-                 if not p.name.startswith("repro_"))
-SDK = [ROOT / "kit" / "adapter" / f"{name}.py" for name in
-       ("wire", "processes", "quiescence", "runtime_env", "observe", "failpoints")]
-SDK += [ROOT / "conformance" / "failpoint_client.py"]
-CHECKS = [ROOT / "kit" / "adapter" / "checks.py"]
+SDK_BASE = ("wire", "processes", "quiescence", "runtime_env", "observe", "failpoints")
+
+
+def adapter_files(root: Path, runtime: str) -> list[Path]:
+    return sorted(p for p in (root / "adapters" / "recoverykit_adapters" / runtime).glob("*.py")
+                  if not p.name.startswith("repro_"))
+
+
+def sdk_files(root: Path, adapter: list[Path]) -> list[Path]:
+    """The SDK's base, and its run-intent store (which uses the retry policy) or retry policy if imported."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in adapter)
+    names = [*SDK_BASE, *(["intent", "retry"] if "RunIntentStore" in text else ["retry"] if "RetryPolicy" in text
+                          else [])]
+    return [root / "kit" / "adapter" / f"{name}.py" for name in names] + [root / "conformance" / "failpoint_client.py"]
 
 
 def code_lines(path: Path) -> int:
@@ -44,15 +55,24 @@ def total(paths: list[Path]) -> int:
     return sum(code_lines(p) for p in paths)
 
 
-def main() -> None:
-    on_sdk, sdk, checks = total(ADAPTER), total(SDK), total(CHECKS)
-    for path in ADAPTER:
-        print(f"  {path.relative_to(ROOT)}: {code_lines(path)}")
-    print(f"LangGraph adapter on the SDK: {on_sdk} lines of code")
+def report(root: Path, runtime: str) -> None:
+    adapter = adapter_files(root, runtime)
+    on_sdk, sdk, checks = total(adapter), total(sdk_files(root, adapter)), total([root / "kit/adapter/checks.py"])
+    for path in adapter:
+        print(f"  {path.relative_to(root)}: {code_lines(path)}")
+    print(f"{runtime} adapter on the SDK: {on_sdk} lines of code")
     print(f"SDK parts it relies on: {sdk} (+ {checks} of reply checks)")
     print(f"without the SDK: {on_sdk + sdk} lines ({on_sdk + sdk + checks} with the reply checks)")
     print(f"ratio on SDK / without: {on_sdk / (on_sdk + sdk):.2f} ({on_sdk / (on_sdk + sdk + checks):.2f})")
 
 
+def main(argv: list[str]) -> None:
+    root = ROOT
+    if argv[:1] == ["--root"]:
+        root, argv = Path(argv[1]).resolve(), argv[2:]
+    for runtime in argv or ["langgraph", "dbos"]:
+        report(root, runtime)
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -9,7 +9,11 @@
   create times, stopping them;
 - ``quiesce`` (``quiescence``): a ``quiesce`` that always answers in time, even while the kit kills processes;
 - ``observe``: record builders, ``snapshot``, ``continuation_key``;
-- ``failpoint``: the failpoint client;
+- ``failpoint``, ``failpoint_async`` (``failpoints``): the failpoint client; the async one holds a coroutine,
+  never its event loop;
+- ``RunIntentStore`` (``intent``): the durable run intent (desired state, control version, turns, attribution
+  before dispatch, retries) for a framework that keeps none, with ``observe`` built from it;
+- ``RetryPolicy`` (``retry``): bounded exponential backoff with a cap, and its waiting reason;
 - ``DURABLE_WRITE_POINTS`` (``durable_writes``): declare them in ``failpoints`` and every process started with
   ``RuntimeEnv.environ`` can be stopped before and after each SQLite commit, fsync and atomic rename it makes.
 
@@ -29,7 +33,8 @@ _EXPORTS = {
     "clock": "runtime_env", "signal_ready": "runtime_env",
     "Supervisor": "processes", "StartFailed": "processes", "identity": "processes",
     "quiesce": "quiescence",
-    "failpoint": "failpoints",
+    "failpoint": "failpoints", "failpoint_async": "failpoints",
+    "RunIntentStore": "intent", "RetryPolicy": "retry",
     "DURABLE_WRITE_POINTS": "durable_writes",
 }
 __all__ = sorted([*_EXPORTS, "observe"])

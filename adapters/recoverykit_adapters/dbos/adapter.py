@@ -13,10 +13,9 @@ where it differs from the contract:
 - ``resume``: ``resume_workflow`` back onto the ``chat`` queue: a new execution replays the recorded steps and
   re-runs the rest, including a step that was in flight at the Pause.
 - ``end``: also ``cancel_workflow`` (DBOS has no terminal cancel: a cancelled workflow can always be resumed).
-  That it is final is the adapter's, recorded in the workflow's attributes (``desired``), and ``resume`` refuses
-  it.
-- the control version and the desired state are kept in the workflow's attributes
-  (``update_workflow_attributes``, merged before the cancel or resume): DBOS has no control version.
+  That it is final is the adapter's, recorded in its run intent (``desired``), and ``resume`` refuses it.
+- the control version, the desired state and the acknowledged input are kept in the SDK's run-intent store
+  (``RunIntentStore``, written before the cancel or resume): DBOS has no control version and no terminal End.
 
 Declared only what is real: failpoints at step boundaries (``hooks``); restarts ``frontend_reload``,
 ``normal_exit`` and ``stop_all_exit``; observes ``work_items`` (``workflow_status`` and ``workflow_input``) and
@@ -31,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import pickle
 import sqlite3
 import sys
@@ -39,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from recoverykit.adapter import DURABLE_WRITE_POINTS, Adapter, Refused, Supervisor, identity, observe
+from recoverykit.adapter import DURABLE_WRITE_POINTS, Adapter, Refused, RunIntentStore, Supervisor, identity, observe
 
 from . import app
 from .hooks import FAILPOINTS
@@ -67,7 +65,8 @@ class DBOSAdapter(Adapter):
 
     def prepare(self) -> None:
         self.procs = Supervisor()
-        self.controls = threading.Lock()  # a control reads, then writes, a workflow's attributes
+        self.store = RunIntentStore(self.env.data_dir)
+        self.controls = threading.Lock()  # a control reads DBOS's status, writes the intent, then calls DBOS
         self._client = None
 
     @property
@@ -125,24 +124,23 @@ class DBOSAdapter(Adapter):
     # --- user controls --------------------------------------------------------------------------------
 
     def op_submit(self, req: dict) -> dict:
-        work_id, input_id = derived("w", req["client_msg_id"]), derived("in", req["client_msg_id"])
-        attributes = {"session_id": req["session_id"], "client_msg_id": req["client_msg_id"], "input_id": input_id,
-                      "cv": 0, "desired": "run", "host_id": self.env.host_id}
-        handle = self.client.enqueue({"queue_name": app.QUEUE, "workflow_name": app.WORKFLOW, "workflow_id": work_id,
-                                      "queue_partition_key": req["session_id"], "app_version": app.APP_VERSION,
-                                      "attributes": attributes}, req["session_id"], req["text"])
-        return {"work_id": handle.get_workflow_id(), "input_id": input_id}
+        client = self.client  # DBOS is up before the intent is written
+        ids = self.store.submit(req["session_id"], req["client_msg_id"], req["text"], self.env.host_id,
+                                derived("w", req["client_msg_id"]), derived("in", req["client_msg_id"]))
+        handle = client.enqueue({"queue_name": app.QUEUE, "workflow_name": app.WORKFLOW, "workflow_id": ids["work_id"],
+                                 "queue_partition_key": req["session_id"], "app_version": app.APP_VERSION},
+                                req["session_id"], req["text"])  # idempotent: DBOS returns a known workflow id's
+        return {"work_id": handle.get_workflow_id(), "input_id": ids["input_id"]}
 
     def _item(self, work_id: str) -> dict:
-        found = self.read("SELECT status, attributes FROM workflow_status WHERE workflow_uuid=?", (work_id,))
+        found = self.read("SELECT status FROM workflow_status WHERE workflow_uuid=?", (work_id,))
         if not found:
             raise Refused("unknown_work_item", f"no work item {work_id!r}")
-        return {"status": found[0]["status"], **json.loads(found[0]["attributes"] or "{}")}
+        return {**self.store.item(work_id), "status": found[0]["status"]}
 
     def _control(self, work_id: str, desired: str, reason: str) -> int:
-        item = self._item(work_id)
-        cv = int(item.get("cv", 0)) + 1
-        self.client.update_workflow_attributes(work_id, {"cv": cv, "desired": desired, "reason": reason}, merge=True)
+        with self.store.tx():
+            cv = self.store.control(work_id, desired, "queued" if desired == "run" else desired, reason)
         if desired == "run":
             self.client.resume_workflow(work_id, queue_name=app.QUEUE)
         else:
@@ -157,9 +155,9 @@ class DBOSAdapter(Adapter):
     def op_pause(self, req: dict) -> dict:
         with self.controls:
             item = self._item(req["work_id"])
-            if item["status"] in ("SUCCESS", "ERROR") or item.get("desired") == "cancelled":
+            if item["status"] in ("SUCCESS", "ERROR") or item["desired"] == "cancelled":
                 raise Refused("precondition_failed", f"{req['work_id']} is already {item['status']}")
-            cv = item["cv"] if item.get("desired") == "paused" else self._control(req["work_id"], "paused",
+            cv = item["cv"] if item["desired"] == "paused" else self._control(req["work_id"], "paused",
                                                                                  "user_paused")
             if self._finished(req["work_id"]):
                 raise Refused("precondition_failed", f"{req['work_id']} finished before the pause reached it")
@@ -168,26 +166,25 @@ class DBOSAdapter(Adapter):
     def op_resume(self, req: dict) -> dict:
         with self.controls:
             item = self._item(req["work_id"])
-            if item.get("desired") != "paused":
-                raise Refused("precondition_failed", f"{req['work_id']} is {item.get('desired')}, not paused")
+            if item["desired"] != "paused":
+                raise Refused("precondition_failed", f"{req['work_id']} is {item['desired']}, not paused")
             cv = self._control(req["work_id"], "run", "queued")
         return {"work_id": req["work_id"], "control_version": cv}
 
     def op_end(self, req: dict) -> dict:
         with self.controls:
             item = self._item(req["work_id"])
-            cv = item.get("cv", 0)
-            if item["status"] not in ("SUCCESS", "ERROR") and item.get("desired") != "cancelled":
+            cv = item["cv"]
+            if item["status"] not in ("SUCCESS", "ERROR") and item["desired"] != "cancelled":
                 cv = self._control(req["work_id"], "cancelled", "user_cancelled")
         return {"work_id": req["work_id"], "control_version": cv}
 
     def op_stop_all(self, req: dict) -> dict:
         stopped = []
         with self.controls:
-            for row in self.read("SELECT workflow_uuid, status, attributes FROM workflow_status WHERE name=?",
-                                 (app.WORKFLOW,)):
-                attrs = json.loads(row["attributes"] or "{}")
-                if attrs.get("desired", "run") == "run" and row["status"] in ("ENQUEUED", "DELAYED", "PENDING"):
+            intent = {r["work_id"]: r["desired"] for r in self.store.rows("SELECT work_id, desired FROM runs")}
+            for row in self.read("SELECT workflow_uuid, status FROM workflow_status WHERE name=?", (app.WORKFLOW,)):
+                if intent.get(row["workflow_uuid"]) == "run" and row["status"] in ("ENQUEUED", "DELAYED", "PENDING"):
                     self._control(row["workflow_uuid"], "paused", "user_stopped_all")
                     if not self._finished(row["workflow_uuid"]):
                         stopped.append(row["workflow_uuid"])
@@ -203,7 +200,7 @@ class DBOSAdapter(Adapter):
         try:
             db.execute("BEGIN")  # one consistent read
             flows = [dict(r) for r in db.execute(
-                "SELECT w.workflow_uuid, w.status, w.attributes, w.executor_id, w.owner_xid, i.inputs "
+                "SELECT w.workflow_uuid, w.status, w.executor_id, w.owner_xid, i.inputs "
                 "FROM workflow_status w LEFT JOIN workflow_input i ON i.workflow_uuid = w.workflow_uuid "
                 "WHERE w.name=? ORDER BY w.created_at",
                 (app.WORKFLOW,))]
@@ -213,22 +210,25 @@ class DBOSAdapter(Adapter):
             db.execute("COMMIT")
         finally:
             db.close()
+        with self.store.snapshot():  # read after DBOS: a control writes its intent before it calls DBOS
+            intent = {r["work_id"]: r for r in self.store.rows(
+                "SELECT r.*, i.client_msg_id FROM runs r JOIN inputs i ON i.input_id = r.input_id")}
         items = []
         for f in flows:
-            attrs = json.loads(f["attributes"] or "{}")
+            mine = intent.get(f["workflow_uuid"], {})
             args = (decode(f["inputs"]) or {}).get("args") or ("", "")
             status = STATUS.get(f["status"])
-            desired = attrs.get("desired", "run")
-            if status is None:  # CANCELLED: a Pause or an End, as the attributes say
+            desired = mine.get("desired", "run")
+            if status is None:  # CANCELLED: a Pause or an End, as the intent says
                 status = "cancelled" if desired == "cancelled" else "paused"
             if status in ("finished", "failed"):
                 desired = "done"
             items.append(observe.work_item(
-                work_id=f["workflow_uuid"], session_id=attrs.get("session_id") or args[0], desired_state=desired,
-                control_version=int(attrs.get("cv", 0)), status=status,
-                reason_code=attrs.get("reason") if status in ("paused", "cancelled") else REASON[status],
-                host_id=attrs.get("host_id"),
-                inputs=[observe.accepted_input(attrs.get("input_id"), attrs.get("client_msg_id"), args[1])]))
+                work_id=f["workflow_uuid"], session_id=mine.get("session_id") or args[0], desired_state=desired,
+                control_version=mine.get("cv", 0), status=status,
+                reason_code=mine.get("reason") if status in ("paused", "cancelled") else REASON[status],
+                host_id=mine.get("host_id"),
+                inputs=[observe.accepted_input(mine.get("input_id"), mine.get("client_msg_id"), args[1])]))
         receipts = []
         for s in steps:
             out = decode(s["output"]) or {}

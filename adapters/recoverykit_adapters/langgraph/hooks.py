@@ -25,9 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
-from recoverykit.adapter import failpoint
-
-from .intent import connect, now, tx
+from recoverykit.adapter import RunIntentStore, failpoint
 
 FAILPOINTS = ["provider.request.before", "usage.persist.before", "tool.dispatch.before", "tool.result.commit.before"]
 
@@ -37,29 +35,21 @@ class RecoveryHooks(BaseCallbackHandler):
 
     raise_error = True  # a failpoint's "crash" must not be swallowed by the callback manager
 
-    def __init__(self, data_dir: str, work_id: str) -> None:
-        self.work_id = work_id
-        self.db = connect(data_dir)
+    def __init__(self, store: RunIntentStore, work_id: str) -> None:
+        self.store, self.work_id = store, work_id
 
     def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
         """Attribution fixed before dispatch: a receipt that claims nothing, under the callback's run id (no
         provider id exists yet); ``on_llm_end`` renames it to the response id the provider returns."""
-        with tx(self.db):
-            self.db.execute("INSERT OR IGNORE INTO receipts VALUES (?,?,NULL,NULL,'unknown',?)",
-                            (f"run-{kwargs.get('run_id')}", self.work_id, now()))
+        self.store.attribute(self.work_id, f"run-{kwargs.get('run_id')}")
         failpoint("provider.request.before", self.work_id)
 
     def on_llm_end(self, response: Any, **kwargs: Any) -> None:
         failpoint("usage.persist.before", self.work_id)
         output = response.llm_output or {}
         usage = output.get("token_usage") or {}
-        known = usage.get("prompt_tokens") is not None and usage.get("completion_tokens") is not None
-        mine = f"run-{kwargs.get('run_id')}"
-        with tx(self.db):
-            self.db.execute("UPDATE receipts SET request_id=?, prompt=?, completion=?, usage=? WHERE request_id=?",
-                            (output.get("id") or mine, usage.get("prompt_tokens") if known else None,
-                             usage.get("completion_tokens") if known else None, "known" if known else "unknown",
-                             mine))
+        self.store.settle_receipt(f"run-{kwargs.get('run_id')}", output.get("id"), usage.get("prompt_tokens"),
+                                  usage.get("completion_tokens"))
 
     def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
         """An attempt whose response never arrived whole: its receipt stays unknown, under the run id."""
