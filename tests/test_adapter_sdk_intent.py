@@ -207,3 +207,20 @@ def test_an_async_failpoint_pause_holds_its_task_and_not_the_event_loop():
         os.rmdir(folder)
     broker.thread.join()
     assert ticks == [0, 1, 2] and broker.released_in_time is True
+
+
+def test_sessions_take_turns_by_when_the_session_was_last_served(tmp_path):
+    """FA-12 through the store alone: a session whose first item was served before a restart must not wait behind
+    every never-served item of another session's backlog (ordering by the item's own ``served`` did exactly that:
+    fqb, fqb, fqb, fqb, then fqa)."""
+    store = RunIntentStore(tmp_path)
+    for sid in ("fqa", "fqb"):
+        for n in range(4):
+            store.submit(sid, f"{sid}-{n}", "t", "host-a")
+    store.claim()  # fqa's first, then a restart: it is still open
+    order = []
+    for _ in range(8):
+        item = store.claim()
+        order.append(item["session_id"])
+        assert store.finish(item["work_id"], item["cv"])
+    assert order[:4] == ["fqb", "fqa", "fqb", "fqa"], order

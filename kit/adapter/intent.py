@@ -182,11 +182,14 @@ class RunIntentStore:
 
     def runnable(self, now: float | None = None) -> list[dict[str, Any]]:
         """Work to run: the first open request of each session (a session's requests run in order), not waiting
-        for a retry that is not yet due, least recently served first (sessions take turns)."""
+        for a retry that is not yet due, the session served least recently first (sessions take turns: a session
+        is ordered by the last time any of its items was served, so a backlog of never-served items does not go
+        before a session whose one item was served before a restart)."""
         return self.rows(
             "SELECT * FROM runs r WHERE desired='run' AND (status IN ('queued','running') OR (status='waiting' AND "
             "reason=? AND retry_at<=?)) AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.session_id=r.session_id AND "
-            "e.created<r.created AND e.desired='run') ORDER BY COALESCE(served, 0), created",
+            "e.created<r.created AND e.desired='run') ORDER BY COALESCE((SELECT MAX(s.served) FROM runs s WHERE "
+            "s.session_id=r.session_id), 0), created",
             (RETRY_SCHEDULED, time.time() if now is None else now))
 
     def claim(self) -> dict[str, Any] | None:
