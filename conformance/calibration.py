@@ -17,7 +17,9 @@ slower to give up on: what calibration could not measure does not raise the scal
 
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +69,9 @@ def calibrate(adapter: str, out: Path, asked: Pacing, *, broker_factory: BrokerF
         raise
     except (ProtocolError, OperationFailed, RecoveryKitError, TimeoutError, OSError) as exc:
         found.notes.append(f"calibration stopped: {type(exc).__name__}: {str(exc)[:300]}")
+    if not found.notes and found.run_dir is not None:  # measured in full: nothing in it to look at, as a passing case
+        _remove(found.run_dir)
+        found.run_dir = None
     limits = {"start": start_timeout_s(), "request": REQUEST.seconds, "settle": SETTLE.seconds}
     measured = {"start": found.start_s, "request": found.first_request_s, "settle": found.turn_s}
     asks = [HEADROOM * v / limits[k] for k, v in measured.items() if v is not None]
@@ -115,3 +120,11 @@ def _measure(adapter: str, out: Path, asked: Pacing, broker_factory: BrokerFacto
             found.turn_s = time.monotonic() - began
         else:
             found.notes.append(f"the turn had not settled within {pacing(SETTLE):g} s: not calibrated by it")
+
+
+def _remove(run_dir: Path) -> None:
+    """The calibration run's directory, gone (and ``runs/`` with it when it was the only thing there): like a
+    passing case, a measurement that went as planned leaves no run directory behind."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        run_dir.parent.rmdir()  # only when empty

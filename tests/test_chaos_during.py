@@ -12,6 +12,7 @@ from recoverykit.chaos.cases import Case
 from recoverykit.chaos.prediction import check_prediction
 from recoverykit.conformance.errors import AdapterTimeout, OperationFailed
 from recoverykit.conformance.history import Recorder
+from recoverykit.conformance.pacing import Pacing
 from recoverykit.model.catalogue import Verdict
 
 CASE = Case("pause_restart", "durable.write.before", 2, "tree_kill")
@@ -72,6 +73,8 @@ def test_an_action_the_hold_blocks_is_left_in_flight_after_the_grace(monkeypatch
     released = threading.Event()
 
     class Env:
+        pacing = Pacing()  # the windows at x1, as a case's environment has them
+
         def request_async(self, f, **fields):
             call = threading.Thread(target=released.wait, daemon=True)
             call.result = {}  # type: ignore[attr-defined]
