@@ -40,11 +40,13 @@ class ClauseResult:
     evidence: tuple[str, ...] = ()
     basis: str = SELF_REPORTED  # KIT or SELF_REPORTED: which evidence the verdict rests on
     because: tuple[str, ...] = ()  # an aggregate verdict (FA-01): the clauses whose verdicts it rests on
+    reason: str | None = None  # an unknown's class where it is made (conformance/unknowns.py), else None: from text
 
     def as_dict(self) -> dict[str, Any]:
         return {"clause": self.clause_id, "verdict": self.verdict.value, "text": self.text,
                 "evidence": list(self.evidence), "basis": self.basis,
-                **({"because": list(self.because)} if self.because else {})}
+                **({"because": list(self.because)} if self.because else {}),
+                **({"reason": self.reason} if self.reason else {})}
 
 
 def kit_evidence(fn: Callable[[Evidence], list[ClauseResult]]) -> Callable[[Evidence], list[ClauseResult]]:
@@ -488,6 +490,12 @@ def check_not_a_pause(ev: Evidence) -> list[ClauseResult]:
 PROTOCOL = "protocol"  # pseudo-clause: the adapter broke the protocol (invalid) or went silent (unknown)
 COMPLETION = "completion"  # pseudo-clause: the case could not finish, so its evidence is incomplete (unknown)
 PSEUDO_CLAUSES = (PROTOCOL, COMPLETION)
+
+
+def unobserved(clause_id: str, section: str) -> ClauseResult:
+    """Unknown because the adapter leaves ``section`` out of ``init_ok.observes``: evidence it could supply."""
+    return replace(_result(clause_id, Verdict.UNKNOWN, f"the adapter does not observe {section}"),
+                   reason="adapter_could_supply")
 
 
 def pseudo_result(clause_id: str, verdict: Verdict, detail: str, evidence: Iterable[str] = ()) -> ClauseResult:

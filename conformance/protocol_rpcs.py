@@ -79,6 +79,14 @@ class Pending(Record):
     status: WorkStatus = Field(description="Why it keeps the runtime from being quiescent (queued, running, ...).")
 
 
+class Lack(Record):
+    """Optional: a feature the framework does not have, so the clauses about it stay unknown for that reason."""
+
+    clauses: list[str] = Field(min_length=1, description="The contract clauses (e.g. `OWN-02`) that rest on the "
+                               "feature; each stays unknown (never valid), reported as `framework_lacks`.")
+    why: str = Field(min_length=1, description="What the framework lacks, naming its source or documentation.")
+
+
 class StorageDecl(Record):
     """Optional (protocol 1.1): where the runtime keeps its durable facts, so the kit can fault the store itself."""
 
@@ -138,6 +146,10 @@ class InitOk(Reply):
         False, description="Since 1.4, optional: the runtime keeps a pricing table the kit can change (`pricing_set`) "
         "and stores with each usage receipt the price it was quoted at (`usage_receipts[].quote`), apart from its "
         "tokens. False or absent: the scenario that changes prices is not applicable, never passed.")
+    lacks: list[Lack] = Field(
+        default_factory=list, description="Optional: features the framework does not have (docs/adapter-guide.md "
+        "section 20). Their clauses stay unknown, reported as `framework_lacks`, never valid; evidence still "
+        "judges them.")
 
 
 # --- user operations ----------------------------------------------------------------------------
