@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from recoverykit.conformance.protocol_envelope import Reply, Request
 from recoverykit.conformance.protocol_snapshot import Id, Record, Section, Snapshot
 from recoverykit.conformance.protocol_tasks import (
@@ -80,11 +80,22 @@ class Pending(Record):
 
 
 class Lack(Record):
-    """Optional: a feature the framework does not have, so the clauses about it stay unknown for that reason."""
+    """Optional: a feature the framework does not have, so the clauses that need it stay unknown for that reason."""
 
-    clauses: list[str] = Field(min_length=1, description="The contract clauses (e.g. `OWN-02`) that rest on the "
-                               "feature; each stays unknown (never valid), reported as `framework_lacks`.")
+    features: list[str] = Field(default_factory=list, description="What the framework has no counterpart of, by "
+                                "its protocol name: an observe section (`turns`), an interruption point "
+                                "(`input.accept.before`) or an optional `init_ok` field (`resources`). An unknown "
+                                "that needs only lacked features is reported `framework_lacks`.")
+    clauses: list[str] = Field(default_factory=list, description="Contract clauses (`OWN-02`) that rest on a "
+                               "feature the framework lacks; each stays unknown (never valid), reported "
+                               "`framework_lacks`.")
     why: str = Field(min_length=1, description="What the framework lacks, naming its source or documentation.")
+
+    @model_validator(mode="after")
+    def _names_something(self) -> Lack:
+        if not self.features and not self.clauses:
+            raise ValueError("a lack names at least one feature or clause")
+        return self
 
 
 class StorageDecl(Record):

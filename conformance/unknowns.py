@@ -51,7 +51,7 @@ SECTIONS = {"work_items": ("work_items", "work item"), "goals": ("goals", "goal"
             "wakeup_receipts": ("wakeup_receipts",), "workspaces": ("workspaces",),
             "recovery_coordinators": ("recovery_coordinators",), "retry_schedule": ("retry_schedule",),
             "reservations": ("reservations",)}
-_OBSERVED = re.compile(r"not observed|never observed|ever observed|does not observe|not observe\b|"
+_OBSERVED = re.compile(r"\bobserve[ds]?\b|does not observe|"
                        r"no \w+ observed|observed in a settled")
 
 
@@ -60,29 +60,35 @@ class Declared:
     """What the adapter declared in ``init_ok``, as far as the classes read it."""
 
     profiles: frozenset[str] = frozenset()
-    observes: frozenset[str] = frozenset()
+    observes: frozenset[str] | None = frozenset()  # None: not known (a document that did not keep init_ok's)
     failpoints: frozenset[str] = frozenset()
     restart_kinds: frozenset[str] = frozenset()
     lacks: Mapping[str, str] = field(default_factory=dict)  # clause -> why the framework lacks it
+    lacked: Mapping[str, str] = field(default_factory=dict)  # feature (section, failpoint, init_ok field) -> why
 
     @classmethod
     def of(cls, init: Mapping[str, Any] | None) -> Declared:
         """From an ``init_ok`` (or the ``adapter`` block of a results document); absent fields are empty."""
         init = init or {}
         lacks: dict[str, str] = {}
+        lacked: dict[str, str] = {}
         for lack in init.get("lacks") or ():
             if isinstance(lack, Mapping):
                 for c in lack.get("clauses") or ():
                     lacks.setdefault(str(c), str(lack.get("why", "")))
+                for f in lack.get("features") or ():
+                    lacked.setdefault(str(f), str(lack.get("why", "")))
 
         def names(key: str) -> frozenset[str]:
             return frozenset(map(str, init.get(key) or ()))
-        return cls(names("profiles"), names("observes"), names("failpoints"), names("restart_kinds"), lacks)
+        observes = names("observes") if "observes" in init else None
+        return cls(names("profiles"), observes, names("failpoints"), names("restart_kinds"), lacks, lacked)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"profiles": sorted(self.profiles), "observes": sorted(self.observes),
+        return {"profiles": sorted(self.profiles), "observes": sorted(self.observes or ()),
                 "failpoints": sorted(self.failpoints), "restart_kinds": sorted(self.restart_kinds),
-                "lacks": [{"clauses": [c], "why": w} for c, w in sorted(self.lacks.items())]}
+                "lacks": [*({"clauses": [c], "why": w} for c, w in sorted(self.lacks.items())),
+                          *({"features": [f], "why": w} for f, w in sorted(self.lacked.items()))]}
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,7 @@ class Why:
     kind: str
     why: str
     how: str = ""
+    needs: tuple[str, ...] = ()  # adapter_could_supply: the features it names (sections, failpoints, init_ok fields)
 
     def as_dict(self) -> dict[str, str]:
         return {"class": self.kind, "why": self.why[:300], **({"how": self.how} if self.how else {})}
@@ -103,16 +110,26 @@ def _sections(text: str) -> list[str]:
 
 
 def _observe(text: str, declared: Declared) -> Why | None:
-    if not _OBSERVED.search(text):
+    if not _OBSERVED.search(text) or declared.observes is None:
         return None
     left_out = [s for s in _sections(text) if s not in declared.observes]
     if left_out:
-        return Why(ADAPTER_COULD_SUPPLY, f"observe section {', '.join(left_out)} not declared ({text})", HOW["observe"])
+        return Why(ADAPTER_COULD_SUPPLY, f"observe section {', '.join(left_out)} not declared ({text})", HOW["observe"],
+                   tuple(left_out))
     return Why(NOT_EXERCISED, text)  # declared, and the run never showed one
 
 
+def needs(text: str) -> tuple[str, ...]:
+    """The features a reason names: interruption points (the catalogue's names) and ``init_ok.<field>``s."""
+    from recoverykit.model.catalogue import POINTS_BY_NAME
+    fields = [f for f in re.findall(r"init_ok\.(\w+)", text) if f not in ("failpoints", "observes")]
+    points = [p for p in re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", re.sub(r"init_ok\.\w+", "", text))
+              if p in POINTS_BY_NAME]
+    return tuple(dict.fromkeys([*points, *fields]))
+
+
 def _failpoint(m: re.Match[str], text: str, declared: Declared) -> Why:
-    return Why(ADAPTER_COULD_SUPPLY, text, HOW["failpoint"])
+    return Why(ADAPTER_COULD_SUPPLY, text, HOW["failpoint"], needs(text))
 
 
 # The one table of texts: (pattern, class or a function of the match). First match wins; tests check each row.
@@ -146,8 +163,11 @@ def of_text(text: str, declared: Declared = Declared()) -> Why:
 
 def _detail(text: str) -> str:
     """The why of a result's text: the parenthesised detail after the clause's statement, else the whole text."""
-    m = re.match(r"not judged [A-Z]+-\d+: .*? \((.*)\)\s*$", text, re.S)
-    return (m.group(1) if m else text).strip()
+    m = re.match(r"not judged ([A-Z]+-\d+): ", text)
+    statement = _statements().get(m.group(1)) if m else None
+    if m and statement and text.startswith(f"{m.group(0)}{statement} (") and text.rstrip().endswith(")"):
+        return text[len(m.group(0)) + len(statement) + 2:].rstrip()[:-1].strip()
+    return text.strip()
 
 
 def of_result(reason: str | None, text: str, declared: Declared = Declared(), *, window: bool = False) -> Why:
@@ -155,8 +175,10 @@ def of_result(reason: str | None, text: str, declared: Declared = Declared(), *,
     its case ended when one of the kit's waits ran out, so what it did not reach is the window's."""
     told = of_text(text, declared)
     if reason in CLASSES and reason != told.kind:
+        if reason != ADAPTER_COULD_SUPPLY:
+            return Why(reason, told.why)
         how = told.how or (HOW["failpoint"] if "failpoint" in text or "the point" in text else HOW["declaration"])
-        return Why(reason, told.why, how if reason == ADAPTER_COULD_SUPPLY else "")
+        return Why(reason, told.why, how, told.needs or needs(text) or tuple(_sections(text)))
     if window and told.kind == NOT_EXERCISED:
         return Why(WINDOW, f"{told.why}; its case ended when one of the kit's waits ran out")
     return told
@@ -183,10 +205,34 @@ def fold(unknown: Iterable[str], results: Iterable[Result], declared: Declared,
             out[clause] = Why(FRAMEWORK_LACKS, f"profile {profile[clause]} not declared in init_ok.profiles: the "
                               "runtime does not implement this part of the contract")
             continue
-        whys = by.get(clause) or [of_text(m, declared) for m in messages.get(clause, ()) if m]
-        out[clause] = (min(whys, key=lambda w: RANK[w.kind]) if whys else
-                       Why(NOT_EXERCISED, "no case of this run exercised it"))
+        whys = [_lacked(w, declared) for w in by.get(clause) or
+                [of_text(m, declared) for m in messages.get(clause, ()) if m]]
+        out[clause] = _chosen(whys)
     return out
+
+
+def _chosen(whys: list[Why]) -> Why:
+    """One class of several reasons: the most actionable (adapter, framework, runtime) if any gives one; a
+    window only when every reason is one (a case that ran out among many that simply did not get there is
+    not why); else not exercised."""
+    if not whys:
+        return Why(NOT_EXERCISED, "no case of this run exercised it")
+    best = min(whys, key=lambda w: RANK[w.kind])
+    if best.kind == WINDOW and any(w.kind == NOT_EXERCISED for w in whys):
+        return next(w for w in whys if w.kind == NOT_EXERCISED)
+    return best
+
+
+def _lacked(why: Why, declared: Declared) -> Why:
+    """Evidence the adapter could supply, unless it declared that the framework lacks every feature it needs."""
+    if why.kind != ADAPTER_COULD_SUPPLY or not why.needs or not all(n in declared.lacked for n in why.needs):
+        return why
+    return Why(FRAMEWORK_LACKS, "; ".join(dict.fromkeys(declared.lacked[n] for n in why.needs)) + f" ({why.why})")
+
+
+def _statements() -> dict[str, str]:
+    from recoverykit.model.contract import CLAUSES
+    return {c.id: c.statement for c in CLAUSES}
 
 
 def _profiles() -> dict[str, str]:
@@ -208,9 +254,10 @@ def of_chaos(doc: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """A chaos results document's unknown clauses, classed from its cases' results (stored runs too)."""
     declared = Declared.of(doc.get("adapter") if isinstance(doc.get("adapter"), Mapping) else None)
     unknown = [c for c, v in (doc.get("clauses") or {}).items() if v == "unknown"]
-    results = [(str(r.get("clause")), r.get("reason"), str(r.get("text", "")), False)
-               for case in doc.get("cases") or () for r in case.get("clauses") or ()
-               if isinstance(r, Mapping) and r.get("verdict") == "unknown"]
+    results = [(str(r.get("clause")), r.get("reason"), str(r.get("text", "")),
+                of_text(str(case.get("why") or "")).kind == WINDOW)
+               for case in doc.get("cases") or () if isinstance(case, Mapping)
+               for r in case.get("clauses") or () if isinstance(r, Mapping) and r.get("verdict") == "unknown"]
     return {c: w.as_dict() for c, w in sorted(fold(unknown, results, declared).items())}
 
 
