@@ -97,6 +97,7 @@ def unknowns_of(chaos: Mapping[str, Any] | None, certify: Sequence[Mapping[str, 
             v = entry if isinstance(entry, str) else (entry or {}).get("finding", (entry or {}).get("verdict"))
             verdicts.setdefault(str(cid), set()).add(str(v))
         whys.append(unknowns.of_chaos(doc) if is_chaos else unknowns.of_certify_doc(doc))
+    verdicts = {c: vs for c, vs in verdicts.items() if c in _ORDER}  # catalogue clauses (no pseudo-clause)
     unknown = sorted((c for c, vs in verdicts.items()
                       if Verdict.UNKNOWN.value in vs and not vs & {Verdict.VALID.value, Verdict.INVALID.value}),
                      key=lambda c: (_ORDER.get(c, len(_ORDER)), c))
