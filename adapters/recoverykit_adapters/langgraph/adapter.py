@@ -42,6 +42,8 @@ class LangGraphAdapter(Adapter):
         {"features": ["legacy_paused_record"], "why": "LangGraph keeps no pause or run-intent record (a Checkpoint "
          "holds channel values only; the Pause/End intent table is this adapter's glue, intent.py), so no older "
          "LangGraph left a paused record"},
+        {"features": ["leases"], "why": "nothing in a LangGraph checkpoint says who runs a thread (a Checkpoint holds "
+         "channel values and versions only): there is no owner or generation to show"},
     ]
 
     def prepare(self) -> None:
