@@ -138,7 +138,7 @@ TEXT_TABLE: tuple[tuple[re.Pattern[str], Any], ...] = (
      _failpoint),
     (re.compile(r"restart kind \S+ (?:is )?not declared|not in init_ok\.restart_kinds"),
      lambda m, t, d: Why(ADAPTER_COULD_SUPPLY, t, HOW["restart_kind"])),
-    (re.compile(r"no runtime process(?:es)? (?:was |were )?(?:listed|reported)|processes (?:lists?|listed) none"),
+    (re.compile(r"processes reply listed no process|no runtime process(?:es)? (?:was |were )?listed"),
      lambda m, t, d: Why(ADAPTER_COULD_SUPPLY, t, HOW["processes"])),
     (re.compile(r"within [\d.]+ ?s\b|timeout.scale|never became quiescent|not quiescent|did not settle|"
                 r"not settled|no reply within|ran out"),
@@ -170,21 +170,32 @@ def _detail(text: str) -> str:
     return text.strip()
 
 
-def of_result(reason: str | None, text: str, declared: Declared = Declared(), *, window: bool = False) -> Why:
-    """A result's class: the one set where it was made (``ClauseResult.reason``), else its text's; ``window``:
-    its case ended when one of the kit's waits ran out, so what it did not reach is the window's."""
+def of_result(reason: str | None, text: str, declared: Declared = Declared(), *, case: Why | None = None) -> Why:
+    """A result's class: the one set where it was made (``ClauseResult.reason``), else its text's; ``case``: why
+    its case ended early (a wait that ran out, a kill that found no listed process), which is then why what the
+    case did not reach stays unknown."""
     told = of_text(text, declared)
     if reason in CLASSES and reason != told.kind:
         if reason != ADAPTER_COULD_SUPPLY:
             return Why(reason, told.why)
         how = told.how or (HOW["failpoint"] if "failpoint" in text or "the point" in text else HOW["declaration"])
         return Why(reason, told.why, how, told.needs or needs(text) or tuple(_sections(text)))
-    if window and told.kind == NOT_EXERCISED:
-        return Why(WINDOW, f"{told.why}; its case ended when one of the kit's waits ran out")
+    if case is not None and told.kind == NOT_EXERCISED:
+        return Why(case.kind, f"{told.why}; its case: {case.why}", case.how, case.needs)
     return told
 
 
-Result = tuple[str, str | None, str, bool]  # clause, reason where made, text, its case ended in a window
+def of_case(results: Iterable[tuple[str | None, str]], message: str, declared: Declared = Declared()) -> Why | None:
+    """Why a case ended early, if it did: its pseudo-results' (reason, text) made unknown, then its message."""
+    for reason, text in [*results, (None, message)]:
+        if text or reason:
+            why = of_result(reason, text, declared)
+            if why.kind != NOT_EXERCISED:
+                return why
+    return None
+
+
+Result = tuple[str, str | None, str, Why | None]  # clause, reason where made, text, why its case ended early
 
 
 def fold(unknown: Iterable[str], results: Iterable[Result], declared: Declared,
@@ -192,8 +203,8 @@ def fold(unknown: Iterable[str], results: Iterable[Result], declared: Declared,
     """Per unknown clause, its class: a declared lack first, else the most actionable class among its unknown
     results, else the messages of the cases that covered it, else not exercised."""
     by: dict[str, list[Why]] = {}
-    for clause, reason, text, window in results:
-        by.setdefault(clause, []).append(of_result(reason, text, declared, window=window))
+    for clause, reason, text, case in results:
+        by.setdefault(clause, []).append(of_result(reason, text, declared, case=case))
     out: dict[str, Why] = {}
     lacks = declared.lacks
     profile = _profiles()
@@ -255,7 +266,7 @@ def of_chaos(doc: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     declared = Declared.of(doc.get("adapter") if isinstance(doc.get("adapter"), Mapping) else None)
     unknown = [c for c, v in (doc.get("clauses") or {}).items() if v == "unknown"]
     results = [(str(r.get("clause")), r.get("reason"), str(r.get("text", "")),
-                of_text(str(case.get("why") or "")).kind == WINDOW)
+                of_case([], str(case.get("why") or ""), declared))
                for case in doc.get("cases") or () if isinstance(case, Mapping)
                for r in case.get("clauses") or () if isinstance(r, Mapping) and r.get("verdict") == "unknown"]
     return {c: w.as_dict() for c, w in sorted(fold(unknown, results, declared).items())}
@@ -304,9 +315,9 @@ def _of_cases(cases: Iterable[CaseView], clauses: Mapping[str, str], declared: D
             if message.startswith(CAPABILITY):  # a scenario the adapter's missing declaration kept from running
                 results += [(c, ADAPTER_COULD_SUPPLY, f"scenario not run, {message}", False) for c in covered]
             continue
-        window = any(reason == WINDOW for _, _, reason, _ in found) or (
-            bool(message) and of_text(message).kind == WINDOW)
-        results += [(c, reason, text, window) for c, v, reason, text in found if v == "unknown"]
+        ended = of_case([(reason, text) for c, v, reason, text in found if c not in catalogue and v == "unknown"],
+                        message, declared)
+        results += [(c, reason, text, ended) for c, v, reason, text in found if v == "unknown"]
         for c in covered:
             messages.setdefault(c, []).append(message)
     unknown = [c for c, v in clauses.items() if c in catalogue and v == "unknown"]

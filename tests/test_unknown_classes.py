@@ -89,7 +89,7 @@ def test_an_unknown_made_with_its_class_keeps_it():
     r = unobserved("APR-01", "approvals")
     assert r.reason == ADAPTER_COULD_SUPPLY and r.as_dict()["reason"] == ADAPTER_COULD_SUPPLY
     declared = Declared.of({**INIT, "profiles": ["chat_core", "approvals"]})
-    got = unknowns.fold(["APR-01"], [("APR-01", r.reason, r.text, False)], declared)
+    got = unknowns.fold(["APR-01"], [("APR-01", r.reason, r.text, None)], declared)
     assert got["APR-01"].kind == ADAPTER_COULD_SUPPLY
 
 
@@ -97,7 +97,7 @@ def test_a_lack_covers_an_unknown_only_when_every_feature_it_needs_is_lacked():
     text = "not run, capability not declared: init_ok.failpoints lacks input.accept.before, input.accept.after"
     one = Declared.of({**INIT, "lacks": [{"features": ["input.accept.before"], "why": "w"}]})
     both = Declared.of({**INIT, "lacks": [{"features": ["input.accept.before", "input.accept.after"], "why": "w"}]})
-    results = [("INP-02", ADAPTER_COULD_SUPPLY, text, False)]
+    results = [("INP-02", ADAPTER_COULD_SUPPLY, text, None)]
     assert unknowns.fold(["INP-02"], results, one)["INP-02"].kind == ADAPTER_COULD_SUPPLY
     assert unknowns.fold(["INP-02"], results, both)["INP-02"].kind == FRAMEWORK_LACKS
 
@@ -107,7 +107,8 @@ TEXTS = [
     ("failpoint input.accept.before not declared", ADAPTER_COULD_SUPPLY),
     ("capability not declared: init_ok.failpoints lacks recovery.repair.after", ADAPTER_COULD_SUPPLY),
     ("restart kind normal_exit not declared", ADAPTER_COULD_SUPPLY),
-    ("no runtime process listed", ADAPTER_COULD_SUPPLY),
+    ("the tree kill killed nothing: the adapter's processes reply listed no process, so no runtime process was "
+     "interrupted", ADAPTER_COULD_SUPPLY),
     ("not quiescent within 30 s after the restart", WINDOW),
     ("no request held for script='x' step=0 within 20.0s; requests so far: 0", WINDOW),
     ("the outcome is indefinite: the runtime never answered", RUNTIME_ONLY),
@@ -188,3 +189,18 @@ def test_an_adapter_declares_what_its_framework_lacks():
     assert "lacks" not in type("Plain", (Adapter,), {"name": "plain"})().declare()  # absent when none
     with pytest.raises(ValidationError):
         Lack(why="names nothing")
+
+
+def test_a_kill_that_found_no_listed_process_is_the_adapter_s_to_supply():
+    """A case whose required kill found no process (the adapter's ``processes`` listed none) proves nothing; what
+    it did not reach is evidence the adapter could supply by listing its processes."""
+    from recoverykit.conformance.checker import Evidence, check_kills_landed
+    from recoverykit.conformance.history import NOTHING_KILLED, Recorder
+
+    rec = Recorder()
+    rec.fault(NOTHING_KILLED, during="tree_kill", listed=[], required=True)
+    (pseudo,) = check_kills_landed(Evidence(rec.history))
+    assert pseudo.reason == ADAPTER_COULD_SUPPLY
+    case = unknowns.of_case([(pseudo.reason, pseudo.text)], "", Declared.of(INIT))
+    got = unknowns.fold(["CTX-10"], [("CTX-10", None, "no response was cut off", case)], Declared.of(INIT))
+    assert got["CTX-10"].kind == ADAPTER_COULD_SUPPLY and "processes" in got["CTX-10"].how
