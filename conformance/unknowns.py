@@ -140,8 +140,8 @@ TEXT_TABLE: tuple[tuple[re.Pattern[str], Any], ...] = (
      lambda m, t, d: Why(ADAPTER_COULD_SUPPLY, t, HOW["restart_kind"])),
     (re.compile(r"processes reply listed no process|no runtime process(?:es)? (?:was |were )?listed"),
      lambda m, t, d: Why(ADAPTER_COULD_SUPPLY, t, HOW["processes"])),
-    (re.compile(r"within [\d.]+ ?s\b|timeout.scale|never became quiescent|not quiescent|did not settle|"
-                r"not settled|no reply within|ran out"),
+    (re.compile(r"within [\d.]+ ?s\b|\bwindow [\d.]+ s\b|timeout.scale|never became quiescent|not quiescent|"
+                r"did not settle|not settled|no reply within|ran out"),
      lambda m, t, d: Why(WINDOW, t)),
     (re.compile(r"indefinite|indeterminate|never answered|unanswered|rests on the runtime's own word"),
      lambda m, t, d: Why(RUNTIME_ONLY, t)),

@@ -110,6 +110,7 @@ TEXTS = [
     ("the tree kill killed nothing: the adapter's processes reply listed no process, so no runtime process was "
      "interrupted", ADAPTER_COULD_SUPPLY),
     ("not quiescent within 30 s after the restart", WINDOW),
+    ("no request arrived (request window 20 s x1.5 = 30 s; --timeout-scale gives more)", WINDOW),  # pacing's words
     ("no request held for script='x' step=0 within 20.0s; requests so far: 0", WINDOW),
     ("the outcome is indefinite: the runtime never answered", RUNTIME_ONLY),
     ("no tool_calls observed", ADAPTER_COULD_SUPPLY),  # tool_calls not in INIT's observes
