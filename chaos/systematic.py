@@ -30,6 +30,7 @@ from recoverykit.chaos.dry_run import TRACE_FILE, Trace, dry_run
 from recoverykit.chaos.findings import accepted_case, findings
 from recoverykit.chaos.runner import run_case
 from recoverykit.chaos.shard import Shard, select
+from recoverykit.conformance import unknowns
 from recoverykit.conformance.acceptance import Acceptance, classify, derive, grown, grown_text
 from recoverykit.conformance.checker import ClauseResult, merge
 from recoverykit.conformance.pacing import Pacing, using
@@ -170,14 +171,20 @@ def results_document(results: Sequence[dict[str, Any]], declared: dict[str, Any]
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    return {"kind": RESULTS_KIND, "version": RESULTS_VERSION, "kit_version": KIT_VERSION, "mode": mode,
+    return with_unknowns({"kind": RESULTS_KIND, "version": RESULTS_VERSION, "kit_version": KIT_VERSION, "mode": mode,
             "adapter": declared, "shard": str(shard), "seed": seed, "selection": selection, "started": started,
             "wall_s": round(wall_s, 3), "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses,
             "clauses": clause_summary(results), "coverage": cov, "cases": list(results),
             "acceptance": acceptance_block(results, acceptance, declared),
             "findings": findings(results, acceptance.accepted),
             "run": run_block(run_cases, trace),
-            **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})}
+            **({"dry_run": _dry_run_summary(trace)} if trace is not None else {})})
+
+
+def with_unknowns(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with each unknown clause's reason class (conformance/unknowns.py) and their count."""
+    found = unknowns.of_chaos(doc)
+    return {**doc, "unknowns": {"classes": unknowns.counts(found), "clauses": found}}
 
 
 def run_block(run_cases: Sequence[str] | None, trace: Trace | None) -> dict[str, Any]:

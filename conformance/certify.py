@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,13 @@ from recoverykit.conformance.checker import (
 from recoverykit.conformance.checks_script import unmet_by_failed_requests
 from recoverykit.conformance.client_process import split_command
 from recoverykit.conformance.environment import BrokerFactory, Run, make_run_dir
-from recoverykit.conformance.errors import AdapterCommandError, OperationFailed, OutputsNotWritten, ProtocolError
+from recoverykit.conformance.errors import (
+    AdapterCommandError,
+    AdapterTimeout,
+    OperationFailed,
+    OutputsNotWritten,
+    ProtocolError,
+)
 from recoverykit.conformance.junit import write_junit
 from recoverykit.conformance.lockstep import LockstepConfig
 from recoverykit.conformance.lockstep_run import hypothesis_home, run_lockstep
@@ -64,9 +70,12 @@ from recoverykit.conformance.pacing import Pacing, using
 from recoverykit.conformance.private_files import private_dir, privatize, write_private
 from recoverykit.conformance.proofs import proof_of, proven
 from recoverykit.conformance.scenarios import Scenario, all_scenarios, required_clauses
+from recoverykit.conformance.unknowns import CAPABILITY, WINDOW, Declared, Why, counts, of_certify
 from recoverykit.model.catalogue import Profile, Verdict
 from recoverykit.model.contract import CLAUSES
 from recoverykit.model.errors import InvalidArgument, RecoveryKitError
+
+CATALOGUE = frozenset(c.id for c in CLAUSES)
 
 PARALLEL = 3  # scenario runs at once: they spend most of their time waiting on processes
 Progress = Callable[[str, str], None]  # (case name, what happened: "start" / a verdict value)
@@ -148,6 +157,8 @@ class Certification:
     acceptance: Acceptance = field(default_factory=Acceptance)
     baseline_error: str | None = None  # --write-baseline failed after the run (told on stderr; not the exit)
     pacing: Pacing = field(default_factory=Pacing)  # the windows every case was given (after calibration)
+    declarations: Declared = field(default_factory=Declared)  # init_ok's observes, failpoints, lacks ...
+    unknowns: dict[str, Why] = field(default_factory=dict)  # unknown clause -> its reason class (unknowns.py)
 
     @property
     def exit_code(self) -> int:
@@ -192,7 +203,14 @@ class Certification:
                 entry["stale_acceptance"] = True  # accepted, yet it held here: the acceptance can go
         if c in self.bases:
             entry.update(evidence=self.bases[c], proof=proof_of(c), proven_by=list(proven().get(c, ())))
+        if c in self.unknowns and v is Verdict.UNKNOWN:
+            entry["unknown"] = self.unknowns[c].as_dict()
         return entry
+
+    def unknowns_summary(self) -> dict[str, Any]:
+        """Unknown catalogue clauses per reason class, and the applicable ones (not ``not_applicable``)."""
+        applicable = sum(v is not Verdict.NOT_APPLICABLE for c, v in self.clauses.items() if c in CATALOGUE)
+        return {"classes": counts(self.unknowns), "applicable": applicable}
 
     def as_dict(self) -> dict[str, Any]:
         from recoverykit import __version__
@@ -201,7 +219,8 @@ class Certification:
                 "seed": self.seed, "profiles": list(self.profiles), "required": sorted(self.required),
                 "clauses": {c: self._clause_entry(c, v) for c, v in sorted(self.clauses.items())},
                 "acceptance": self.acceptance_summary(), "findings": self.findings(),
-"strict_evidence": self.strict_evidence, "pacing": self.pacing.as_dict(),
+                 "unknowns": self.unknowns_summary(), "declarations": self.declarations.as_dict(),
+                 "strict_evidence": self.strict_evidence, "pacing": self.pacing.as_dict(),
                 "cases": [c.as_dict() for c in self.cases], "seconds": round(self.seconds, 3),
                 "replay": self.replay_command(),
                 **({"incomplete": True, "interrupted_by": signal.Signals(self.interrupted).name}
@@ -290,10 +309,13 @@ def _write(cert: Certification, started: float) -> Path:
     cert.required = cert.required - waived(cert)  # what only capability-gated scenarios need is not required here
     cert.clauses = judge(cert)
     cert.bases = bases(cert)
+    demoted = []
     if cert.strict_evidence:  # only the runtime's word holds it: missing evidence of the kit's own is unknown
         for c in cert.required:
             if cert.clauses.get(c) is Verdict.VALID and cert.bases.get(c) != KIT:
                 cert.clauses[c] = Verdict.UNKNOWN
+                demoted.append(c)
+    cert.unknowns = of_certify(cert.cases, cert.clauses, cert.declarations, demoted)
     cert.verdict = verdict_of(cert.clauses, cert.required, frozenset(cert.accepted))
     if cert.interrupted is not None and cert.verdict is Verdict.VALID:
         cert.verdict = Verdict.UNKNOWN  # an interrupted run is never a pass
@@ -352,6 +374,7 @@ def _paced_case(cert: Certification, scenario: Scenario, options: Options) -> Ca
             cert.declared = run.profiles
             cert.adapter_info = {"name": run.init_ok.name, "version": run.init_ok.version,
                                  "protocol_version": run.init_ok.protocol_version}
+            cert.declarations = Declared.of(run.init_ok.model_dump(mode="json"))
             missing = scenario.missing_capability(run) if scenario.applies(run.profiles) else None
             if not scenario.applies(run.profiles):
                 case.message = f"profile {scenario.profile.value} not declared by the adapter"
@@ -392,11 +415,12 @@ def ended(results: list[ClauseResult], exc: BaseException) -> None:
         result = pseudo_result(PROTOCOL, exc.verdict, str(exc))
     else:
         result = pseudo_result(COMPLETION, Verdict.UNKNOWN, f"{type(exc).__name__}: {exc}")
+    if result.verdict is Verdict.UNKNOWN and isinstance(exc, (TimeoutError, AdapterTimeout)):
+        result = replace(result, reason=WINDOW)  # one of the kit's waits ran out: what the case missed is its
     if not any(r.clause_id == result.clause_id and r.verdict is result.verdict for r in results):
         results.append(result)
 
 
-CAPABILITY = "capability not declared: "  # a case's message when the adapter lacks what the scenario needs
 
 
 def waived(cert: Certification) -> frozenset[str]:

@@ -40,11 +40,13 @@ class ClauseResult:
     evidence: tuple[str, ...] = ()
     basis: str = SELF_REPORTED  # KIT or SELF_REPORTED: which evidence the verdict rests on
     because: tuple[str, ...] = ()  # an aggregate verdict (FA-01): the clauses whose verdicts it rests on
+    reason: str | None = None  # an unknown's class where it is made (conformance/unknowns.py), else None: from text
 
     def as_dict(self) -> dict[str, Any]:
         return {"clause": self.clause_id, "verdict": self.verdict.value, "text": self.text,
                 "evidence": list(self.evidence), "basis": self.basis,
-                **({"because": list(self.because)} if self.because else {})}
+                **({"because": list(self.because)} if self.because else {}),
+                **({"reason": self.reason} if self.reason else {})}
 
 
 def kit_evidence(fn: Callable[[Evidence], list[ClauseResult]]) -> Callable[[Evidence], list[ClauseResult]]:
@@ -490,6 +492,12 @@ COMPLETION = "completion"  # pseudo-clause: the case could not finish, so its ev
 PSEUDO_CLAUSES = (PROTOCOL, COMPLETION)
 
 
+def unobserved(clause_id: str, section: str) -> ClauseResult:
+    """Unknown because the adapter leaves ``section`` out of ``init_ok.observes``: evidence it could supply."""
+    return replace(_result(clause_id, Verdict.UNKNOWN, f"the adapter does not observe {section}"),
+                   reason="adapter_could_supply")
+
+
 def pseudo_result(clause_id: str, verdict: Verdict, detail: str, evidence: Iterable[str] = ()) -> ClauseResult:
     """A result for a pseudo-clause (not in the contract's catalogue, but a verdict all the same)."""
     what = {PROTOCOL: "the adapter keeps the adapter protocol (docs/protocol.md)",
@@ -532,7 +540,9 @@ def check_kills_landed(ev: Evidence) -> list[ClauseResult]:
               "was interrupted" for f in ev.history.faults if f.kind == NOTHING_KILLED and f.detail.get("required")]
     if not missed:
         return []
-    return [pseudo_result(COMPLETION, Verdict.UNKNOWN, missed[0], missed)]
+    result = pseudo_result(COMPLETION, Verdict.UNKNOWN, missed[0], missed)
+    listed = any(f.detail.get("listed") for f in ev.history.faults if f.kind == NOTHING_KILLED)
+    return [result if listed else replace(result, reason="adapter_could_supply")]  # it listed none: it could
 
 
 def check_complete(history: History) -> list[ClauseResult]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, _result, kit_evidence
+from recoverykit.conformance.checker import ClauseResult, Evidence, _judgement, _result, kit_evidence, unobserved
 from recoverykit.conformance.checks_waits import paused_spans
 from recoverykit.conformance.history import restarts
 from recoverykit.conformance.probe_tools import UNCLASSIFIED
@@ -100,7 +100,7 @@ def granted_at(ev: Evidence) -> dict[str, float]:
 def check_approved_executions(ev: Evidence) -> list[ClauseResult]:
     ids = ("APR-01", "APR-02", "APR-03", "APR-06")
     if "approvals" not in ev.observes:
-        return [_result(c, Verdict.UNKNOWN, "the adapter does not observe approvals") for c in ids]
+        return [unobserved(c, "approvals") for c in ids]
     needed = needing_approval(ev)
     if not needed:
         return [_result(c, Verdict.UNKNOWN, "no execution needed an approval in this run") for c in ids]
@@ -153,7 +153,7 @@ def check_approved_executions(ev: Evidence) -> list[ClauseResult]:
 
 def check_approval_states(ev: Evidence) -> list[ClauseResult]:
     if "approvals" not in ev.observes:
-        return [_result(c, Verdict.UNKNOWN, "the adapter does not observe approvals") for c in ("APR-06", "APR-07")]
+        return [unobserved(c, "approvals") for c in ("APR-06", "APR-07")]
     approves, denies = decisions(ev, "approve"), decisions(ev, "deny")
     auto: list[str] = []
     judged_auto = 0
@@ -245,7 +245,7 @@ def check_decision_resumes_nothing(ev: Evidence) -> list[ClauseResult]:
     approval of paused work does not resume it. Nothing of its script runs, and its model is asked nothing,
     between a decision taken while the Pause stood and the user's Resume."""
     if "approvals" not in ev.observes:
-        return [_result("APR-05", Verdict.UNKNOWN, "the adapter does not observe approvals")]
+        return [unobserved("APR-05", "approvals")]
     seen, work_of = approvals_seen(ev), ev.work_of_script()
     script_of = {w: sid for sid, w in work_of.items()}
     problems, judged = [], 0

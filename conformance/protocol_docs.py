@@ -17,7 +17,7 @@ from recoverykit.conformance.protocol_envelope import (
     RESERVED_KEYS,
     ErrorReply,
 )
-from recoverykit.conformance.protocol_rpcs import RPCS, BudgetLimit, Pending, ProbeTool, ProcessInfo, StorageDecl
+from recoverykit.conformance.protocol_rpcs import RPCS, BudgetLimit, Lack, Pending, ProbeTool, ProcessInfo, StorageDecl
 from recoverykit.conformance.protocol_snapshot import (
     SECTION_DOCS,
     SECTION_MODELS,
@@ -303,7 +303,7 @@ def render() -> str:
     for section, model in SECTION_MODELS.items():
         out.append(f"### {model.__name__}\n\nOne record of `{section.value}`.\n\n{_table(model.__name__, defs)}\n")
     out.append("## Shared records\n\n")
-    for model in (Owner, Budget, ProbeTool, BudgetLimit, ProcessInfo, Pending, StorageDecl, StorageStatus):
+    for model in (Owner, Budget, ProbeTool, BudgetLimit, ProcessInfo, Pending, StorageDecl, StorageStatus, Lack):
         out.append(f"### {model.__name__}\n\n{_table(model.__name__, defs)}\n")
     out.append("### AcceptedInput\n\n" + _table("AcceptedInput", defs) + "\n")
     out += _referenced_records("".join(out), defs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from recoverykit.conformance.protocol_envelope import Reply, Request
 from recoverykit.conformance.protocol_snapshot import Id, Record, Section, Snapshot
 from recoverykit.conformance.protocol_tasks import (
@@ -79,6 +79,25 @@ class Pending(Record):
     status: WorkStatus = Field(description="Why it keeps the runtime from being quiescent (queued, running, ...).")
 
 
+class Lack(Record):
+    """Optional: a feature the framework does not have, so the clauses that need it stay unknown for that reason."""
+
+    features: list[str] = Field(default_factory=list, description="What the framework has no counterpart of, by "
+                                "its protocol name: an observe section (`turns`), an interruption point "
+                                "(`input.accept.before`) or an optional `init_ok` field (`resources`). An unknown "
+                                "that needs only lacked features is reported `framework_lacks`.")
+    clauses: list[str] = Field(default_factory=list, description="Contract clauses (`OWN-02`) that rest on a "
+                               "feature the framework lacks; each stays unknown (never valid), reported "
+                               "`framework_lacks`.")
+    why: str = Field(min_length=1, description="What the framework lacks, naming its source or documentation.")
+
+    @model_validator(mode="after")
+    def _names_something(self) -> Lack:
+        if not self.features and not self.clauses:
+            raise ValueError("a lack names at least one feature or clause")
+        return self
+
+
 class StorageDecl(Record):
     """Optional (protocol 1.1): where the runtime keeps its durable facts, so the kit can fault the store itself."""
 
@@ -138,6 +157,10 @@ class InitOk(Reply):
         False, description="Since 1.4, optional: the runtime keeps a pricing table the kit can change (`pricing_set`) "
         "and stores with each usage receipt the price it was quoted at (`usage_receipts[].quote`), apart from its "
         "tokens. False or absent: the scenario that changes prices is not applicable, never passed.")
+    lacks: list[Lack] = Field(
+        default_factory=list, description="Optional: features the framework does not have (docs/adapter-guide.md "
+        "section 20). Their clauses stay unknown, reported as `framework_lacks`, never valid; evidence still "
+        "judges them.")
 
 
 # --- user operations ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 from recoverykit.chaos import coverage
 from recoverykit.chaos.findings import findings
-from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of
+from recoverykit.chaos.systematic import RESULTS_KIND, acceptance_block, clause_summary, verdict_of, with_unknowns
 from recoverykit.conformance import input_files
 from recoverykit.conformance.acceptance import Acceptance
 from recoverykit.model.catalogue import Verdict
@@ -132,7 +132,8 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for c in cases:
         statuses[c["status"]] = statuses.get(c["status"], 0) + 1
     first = parts[0]
-    return {**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed", "selection",
+    return with_unknowns({**{k: first.get(k) for k in ("kind", "version", "kit_version", "mode", "adapter", "seed",
+                                                        "selection",
                                           "run")},
             "parts": [q for p in parts for q in shard_set.identity(p)],
             **({"missing": missing} if missing else {}),
@@ -144,7 +145,7 @@ def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "verdict": verdict.value, "reasons": reasons[:50], "statuses": statuses, "clauses": clause_summary(cases),
             "coverage": cov, "cases": cases,
             "acceptance": acceptance_block(cases, acceptance, parts[0].get("adapter") or {}),
-            "findings": findings(cases, acceptance.accepted)}
+            "findings": findings(cases, acceptance.accepted)})
 
 
 def write_all(results: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:

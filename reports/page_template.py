@@ -106,6 +106,14 @@ were never exercised (unknown) and {{ v.more_clauses.not_applicable }} belong to
 every clause is in results.json.</p>{% endif %}
 {% if v.accepted_clauses %}<h2 id="accepted-clauses">Accepted clauses (known findings, not passed)</h2>
 {{ clause_table(v.accepted_clauses) }}{% endif %}
+{% if v.unknowns and v.unknowns.clauses %}{% set u = v.unknowns %}
+<h2 id="unknown-reasons">Unknown clauses by reason</h2>
+<p>{{ u.clauses|length }} of {{ u.applicable }} applicable clauses are unknown (never valid). Why, per class
+(docs/adapter-guide.md section 20 says how to supply what the adapter could):</p>
+<table><tr><th>reason</th><th>clauses</th><th>count</th></tr>
+{% for kind, n in u.classes.items() %}<tr><td><code>{{ kind }}</code></td><td>{% for c, w in u.clauses.items()
+%}{% if w["class"] == kind %}<span title="{{ w.why }}">{{ c }}</span> {% endif %}{% endfor %}</td><td>{{ n }}</td></tr>
+{% endfor %}</table>{% endif %}
 
 {% if svg %}{% set m = v.matrix %}
 <h2 id="matrix">Interruption point x restart kind</h2>

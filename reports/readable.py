@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recoverykit.chaos.findings import accepted_case
+from recoverykit.conformance import unknowns
 from recoverykit.model.catalogue import Verdict
 from recoverykit.model.contract import CLAUSES
 from recoverykit.model.errors import InvalidArgument
@@ -81,7 +82,32 @@ def view(chaos: Mapping[str, Any] | None = None, certify: Sequence[Mapping[str, 
             "accepted": [f for f in findings if f["status"] == ACCEPTED],
             "acceptance": _acceptance(report, certify),
             "unjudged_chaos_clauses": report["unjudged_chaos_clauses"] if report else [],
+            "unknowns": unknowns_of(chaos, certify),
             "results_sha256": report["results_sha256"] if report else None}
+
+
+def unknowns_of(chaos: Mapping[str, Any] | None, certify: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The clauses no results document judged valid or invalid and some left unknown, each with its reason class
+    (conformance/unknowns.py; the most actionable one when documents differ), counted per class, and how many
+    clauses were applicable (some document judged them other than not applicable)."""
+    verdicts: dict[str, set[str]] = {}
+    whys: list[dict[str, dict[str, str]]] = []
+    for doc, is_chaos in [*([(chaos, True)] if chaos is not None else []), *((d, False) for d in certify)]:
+        for cid, entry in (doc.get("clauses") or {}).items():
+            v = entry if isinstance(entry, str) else (entry or {}).get("finding", (entry or {}).get("verdict"))
+            verdicts.setdefault(str(cid), set()).add(str(v))
+        whys.append(unknowns.of_chaos(doc) if is_chaos else unknowns.of_certify_doc(doc))
+    verdicts = {c: vs for c, vs in verdicts.items() if c in _ORDER}  # catalogue clauses (no pseudo-clause)
+    unknown = sorted((c for c, vs in verdicts.items()
+                      if Verdict.UNKNOWN.value in vs and not vs & {Verdict.VALID.value, Verdict.INVALID.value}),
+                     key=lambda c: (_ORDER.get(c, len(_ORDER)), c))
+    clauses = {}
+    for cid in unknown:
+        found = [w[cid] for w in whys if cid in w]
+        clauses[cid] = (min(found, key=lambda w: unknowns.RANK.get(w.get("class"), len(unknowns.RANK))) if found
+                        else {"class": unknowns.NOT_EXERCISED, "why": "no case of these runs exercised it"})
+    applicable = sum(bool(vs - {Verdict.NOT_APPLICABLE.value}) for vs in verdicts.values())
+    return {"classes": unknowns.counts(clauses), "applicable": applicable, "clauses": clauses}
 
 
 def _chaos_summary(report: dict[str, Any], chaos: Mapping[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ def markdown(v: dict[str, Any], generated_by: str | None = None) -> str:
                 "results.json."]
     if v["accepted_clauses"]:
         out += ["", "## Accepted clauses (known findings, not passed)", "", *_clause_table_md(v, v["accepted_clauses"])]
+    out += unknowns_md(v.get("unknowns"))
     m = v["matrix"]
     if m is not None:
         out += ["", "## Interruption point x restart kind", "",
@@ -102,6 +103,30 @@ def markdown(v: dict[str, Any], generated_by: str | None = None) -> str:
         out += ["", f"Built from chaos results sha256 `{v['results_sha256']}`; re-check with "
                 "`recoverykit merge --check-report report.json results.json`."]
     return "\n".join(out) + "\n"
+
+
+UNKNOWN_CLASS = {"adapter_could_supply": "evidence the adapter could supply",
+                 "framework_lacks": "a feature the framework does not have (declared)",
+                 "runtime_only": "evidence only the runtime holds", "window": "a wait of the kit's ran out",
+                 "not_exercised": "no case reached it"}
+
+
+def unknowns_md(u: dict[str, Any] | None) -> list[str]:
+    """Unknown clauses counted apart by reason class; each clause the adapter could end listed with how."""
+    if not u or not u["clauses"]:
+        return []
+    out = ["", "## Unknown clauses by reason", "", f"{len(u['clauses'])} of {u['applicable']} applicable clauses "
+           "are unknown (never valid). Why, per class (docs/adapter-guide.md section 20 says how to supply what "
+           "the adapter could):", "", "| reason | clauses | count |", "| --- | --- | ---: |"]
+    for kind, n in u["classes"].items():
+        ids = [c for c, w in u["clauses"].items() if w.get("class") == kind]
+        out.append(f"| {UNKNOWN_CLASS.get(kind, kind)} (`{kind}`) | {', '.join(ids) or '-'} | {n} |")
+    supply = [(c, w) for c, w in u["clauses"].items() if w.get("class") == "adapter_could_supply"]
+    if supply:
+        out += ["", "What the adapter could supply:", ""]
+        out += [f"- {markdown_text(c)}: {markdown_text(short(str(w.get('why', '')), 200))}; "
+                f"{markdown_text(str(w.get('how', '')))}" for c, w in supply]
+    return out
 
 
 def _why_md(v: dict[str, Any]) -> list[str]:

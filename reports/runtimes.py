@@ -8,6 +8,9 @@ its evidence. Adding a runtime (DBOS) is one ``Runtime`` entry and one regenerat
 
     python -m recoverykit.reports.runtimes RUNTIME path/to/results.json   # store a run, re-render everything
     python -m recoverykit.reports.runtimes                                 # re-render docs/runtimes.md only
+    python -m recoverykit.reports.runtimes --certify RUNTIME results.json  # store a certify run beside it
+
+docs/runtimes.md counts each runtime's unknown clauses apart by reason class (conformance/unknowns.py).
 
 The stored results name the adapter command the run used (a path on the machine that ran it); it is replaced by
 the runtime's portable command (``Runtime.adapter``) before storing, so the replay commands work anywhere.
@@ -23,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recoverykit.conformance import unknowns
 from recoverykit.reports import readable, reference, render
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "runtimes.md"
 COMMAND = "python -m recoverykit.reports.runtimes"
+CERTIFY_FILE = "certify.json.gz"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,14 @@ class Runtime:
 
     def load(self) -> dict[str, Any]:
         with gzip.open(self.path / "results.json.gz", "rt", encoding="utf-8") as f:
+            return json.load(f)
+
+    def load_certify(self) -> dict[str, Any] | None:
+        """The stored certify run (``certify.json.gz``), if the runtime keeps one beside its chaos run."""
+        path = self.path / CERTIFY_FILE
+        if not path.exists():
+            return None
+        with gzip.open(path, "rt", encoding="utf-8") as f:
             return json.load(f)
 
     def replay(self, case_id: str) -> str:
@@ -86,6 +99,7 @@ def _cell(text: str) -> str:
 def rows(runtime: Runtime, results: dict[str, Any]) -> list[dict[str, str]]:
     """One row per clause the run judged: verdict, evidence, the shortest replay."""
     judged: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    unknown = unknowns.of_chaos(results)
     for case in results["cases"]:
         for clause in case.get("clauses", []):
             judged.setdefault(clause["clause"], []).append((case, clause))
@@ -96,6 +110,7 @@ def rows(runtime: Runtime, results: dict[str, Any]) -> list[dict[str, str]]:
         chosen = broke or [(case, c) for case, c in seen if c["verdict"] == verdict] or seen
         # the shortest replay: the case that gets there first (lowest hit, then catalogue order)
         chosen = sorted(chosen, key=lambda pair: (pair[0]["hit"], pair[0]["id"]))
+        why = unknown.get(clause_id) if verdict == "unknown" else None
         if broke:
             case, c = chosen[0]
             evidence = f"{len(broke)} of {len(seen)} case(s) broke it, on {c.get('basis', 'self-reported')} " \
@@ -104,6 +119,8 @@ def rows(runtime: Runtime, results: dict[str, Any]) -> list[dict[str, str]]:
             evidence = f"{sum(c['verdict'] == verdict for _, c in seen)} of {len(seen)} case(s) {verdict}"
         else:
             evidence = "no case judged it"
+        if why:
+            evidence = f"[{why['class']}] {evidence}; {str(why.get('why', ''))[:120]}"
         replay = runtime.replay(chosen[0][0]["id"]) if chosen else ""
         out.append({"runtime": runtime.name, "clause": clause_id, "verdict": verdict, "evidence": _cell(evidence),
                     "replay": replay})
@@ -129,12 +146,50 @@ def markdown(runtimes: tuple[Runtime, ...] = RUNTIMES) -> str:
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(results.get("statuses", {}).items()))
         lines.append(f"| {runtime.name} | `{_cell(runtime.run)}` | {results['verdict']} | {statuses} | "
                      f"{results.get('wall_s', 0):.0f} s | {runtime.triage} |")
+    lines += unknown_counts(loaded)
     lines += ["", "| runtime | clause | verdict | evidence | replay |", "| --- | --- | --- | --- | --- |"]
     for runtime, results in loaded:
         for row in rows(runtime, results):
             lines.append(f"| {row['runtime']} | {row['clause']} | {row['verdict']} | {row['evidence']} | "
                          f"`{row['replay']}` |")
     return "\n".join(lines) + "\n"
+
+
+def unknown_counts(loaded: list[tuple[Runtime, dict[str, Any]]]) -> list[str]:
+    """Each runtime's unknown clauses counted apart by reason class (conformance/unknowns.py), from its chaos run
+    and, where stored, its certify run; ``adapter %``: the share of applicable clauses the adapter could end."""
+    lines = ["", "Why each unknown clause is unknown, counted apart (`[class]` in the evidence column below; "
+             "docs/adapter-guide.md section 20 says how an adapter supplies what it could):", "",
+             "| runtime | run | applicable | unknown | " + " | ".join(unknowns.CLASSES) + " | adapter % |",
+             "| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in unknowns.CLASSES) + " | ---: |"]
+    for runtime, results in loaded:
+        runs = [("chaos", unknowns.of_chaos(results), _applicable(results["clauses"]))]
+        certified = runtime.load_certify()
+        if certified is not None:
+            runs.append(("certify", unknowns.of_certify_doc(certified), _applicable(certified["clauses"])))
+        for run, found, applicable in runs:
+            n = unknowns.counts(found)
+            share = 100 * n[unknowns.ADAPTER_COULD_SUPPLY] / applicable if applicable else 0
+            lines.append(f"| {runtime.name} | {run} | {applicable} | {len(found)} | "
+                         + " | ".join(str(n[c]) for c in unknowns.CLASSES) + f" | {share:.1f} |")
+    return lines
+
+
+def _applicable(clauses: dict[str, Any]) -> int:
+    """Clauses judged other than not applicable (a chaos verdict string, or a certify clause entry)."""
+    verdicts = [v if isinstance(v, str) else v.get("finding", v.get("verdict")) for v in clauses.values()]
+    return sum(v != "not_applicable" for v in verdicts)
+
+
+def store_certify(runtime: Runtime, results_path: str | Path) -> None:
+    """Store one certify run for ``runtime`` beside its chaos run (its adapter command made portable)."""
+    text = Path(results_path).read_text(encoding="utf-8")
+    results = json.loads(text)
+    command = results.get("adapter", {}).get("command")
+    if runtime.adapter and isinstance(command, str) and command != runtime.adapter:
+        results = json.loads(text.replace(json.dumps(command)[1:-1], json.dumps(runtime.adapter)[1:-1]))
+    with gzip.GzipFile(runtime.path / CERTIFY_FILE, "wb", mtime=0) as f:  # same results, same bytes
+        f.write((json.dumps(results, sort_keys=True, indent=0) + "\n").encode())
 
 
 def store(runtime: Runtime, results_path: str | Path) -> None:
@@ -153,9 +208,11 @@ def store(runtime: Runtime, results_path: str | Path) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) not in (0, 2):
-        raise SystemExit(f"usage: {COMMAND} [RUNTIME path/to/results.json]")
-    if argv:
+    if argv[:1] == ["--certify"] and len(argv) == 3:
+        store_certify(named(argv[1]), argv[2])
+    elif len(argv) not in (0, 2):
+        raise SystemExit(f"usage: {COMMAND} [[--certify] RUNTIME path/to/results.json]")
+    elif argv:
         store(named(argv[0]), argv[1])
     DOC.write_text(markdown(), encoding="utf-8")
 

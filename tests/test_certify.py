@@ -139,7 +139,9 @@ def test_a_required_clause_never_exercised_makes_the_verdict_unknown(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     results = json.loads(done.stdout)
     assert results["verdict"] == "unknown"
-    assert results["clauses"]["RI-03"] == {"verdict": "unknown", "required": True}  # nobody paused anything
+    assert results["clauses"]["RI-03"] == {"verdict": "unknown", "required": True,  # nobody paused anything
+                                           "unknown": {"class": "not_exercised",  # and the kit says so
+                                                       "why": "no pause, end or stop_all was acknowledged"}}
     assert results["clauses"]["INP-01"]["verdict"] == "valid"
     assert leftovers(tmp_path) == []
 

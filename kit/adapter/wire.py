@@ -61,6 +61,9 @@ class Adapter:
     failpoints: ClassVar[list[str]] = []
     restart_kinds: ClassVar[list[str]] = []
     observes: ClassVar[list[str]] = []
+    # features the framework does not have: [{"clauses": [...], "why": "... (source)"}], sent as init_ok.lacks;
+    # their clauses stay unknown, reported as framework_lacks (docs/adapter-guide.md section 20)
+    lacks: ClassVar[list[dict[str, Any]]] = []
     overlapping: ClassVar[bool] = True  # False: one request at a time, in order (fine for a runtime that never blocks)
 
     def __init__(self) -> None:
@@ -80,7 +83,8 @@ class Adapter:
         """The ``init_ok`` fields; add optional ones (``storage``, ``resources`` ...) by overriding."""
         return {"name": self.name, "version": self.version, "protocol_version": self.protocol_version,
                 "profiles": list(self.profiles), "failpoints": list(self.failpoints),
-                "restart_kinds": list(self.restart_kinds), "observes": list(self.observes)}
+                "restart_kinds": list(self.restart_kinds), "observes": list(self.observes),
+                **({"lacks": [dict(lack) for lack in self.lacks]} if self.lacks else {})}
 
     def prepare(self) -> None:
         """Called by ``init`` once ``self.env`` is set: prepare the runtime (do not start it)."""

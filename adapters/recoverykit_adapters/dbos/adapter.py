@@ -62,6 +62,15 @@ class DBOSAdapter(Adapter):
     failpoints = [*FAILPOINTS, *DURABLE_WRITE_POINTS]  # SQLite commits of the system database (chaos --durable-writes)
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
     observes = ["work_items", "usage_receipts", "leases"]
+    lacks = [  # what DBOS has no counterpart of: those clauses stay unknown as framework_lacks (README)
+        {"features": ["turns"], "why": "DBOS keeps the current execution of a workflow only (one workflow_status "
+         "row, dbos/_sys_db.py), no history of executions to show as turns"},
+        {"features": ["tool_calls"], "why": "a DBOS step leaves no row until it returns (dbos/_sys_db.py "
+         "_record_operation_result_txn), so a dispatched call is never durable"},
+        {"features": ["recovery.claim.after", "recovery.repair.after", "recovery.decide.after"], "why": "DBOS's "
+         "recovery is re-enqueue then replay inside DBOS.launch() (dbos/_recovery.py recover_pending_workflows), "
+         "with no phase an application can hook"},
+    ]
 
     def prepare(self) -> None:
         self.procs = Supervisor()

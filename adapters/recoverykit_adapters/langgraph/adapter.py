@@ -28,6 +28,19 @@ class LangGraphAdapter(Adapter):
     failpoints = [*FAILPOINTS, *DURABLE_WRITE_POINTS]
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
     observes = ["work_items", "turns", "usage_receipts"]
+    lacks = [  # what LangGraph has no counterpart of: those clauses stay unknown as framework_lacks (README)
+        {"features": ["resources"], "why": "LangGraph resumes a thread from its checkpoint (channel values and "
+         "versions: langgraph/checkpoint/base Checkpoint) with whatever model, credentials and tools the node code "
+         "is given; it keeps no resource identity to recheck after a restart"},
+        {"features": ["automatic_recovery_setting"], "why": "LangGraph has no automatic recovery: a thread resumes "
+         "only when the application invokes the graph again with its thread_id (LangGraph docs, durable "
+         "execution); this adapter's worker does that as application glue, so no framework setting disables it"},
+        {"features": ["legacy_paused_record"], "why": "LangGraph keeps no pause or run-intent record (a Checkpoint "
+         "holds channel values only; the Pause/End intent table is this adapter's glue, intent.py), so no older "
+         "LangGraph left a paused record"},
+        {"features": ["leases"], "why": "nothing in a LangGraph checkpoint says who runs a thread (a Checkpoint holds "
+         "channel values and versions only): there is no owner or generation to show"},
+    ]
 
     def prepare(self) -> None:
         self.procs = Supervisor()
