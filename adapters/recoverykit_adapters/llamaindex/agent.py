@@ -62,8 +62,9 @@ class Agent(Workflow):
         self.store, self.model = store, model or "recoverykit-scripted"
         self.client = AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=600)
         self.argv = {spec["name"]: list(spec["argv"]) for spec in probe_tools}
-        self.tools = [{"type": "function", "function": {"name": spec["name"], "description": f"probe tool {spec['name']}",
-                                                        "parameters": PROBE_ARGS}} for spec in probe_tools]
+        self.tools = [{"type": "function", "function": {"name": spec["name"], "parameters": PROBE_ARGS,
+                                                        "description": f"probe tool {spec['name']}"}}
+                      for spec in probe_tools]
 
     @step(retry_policy=retry_policy(wait=wait_exponential(multiplier=0.3, exp_base=2, max=5),
                                     stop=stop_after_attempt(8)))
@@ -100,8 +101,9 @@ class Agent(Workflow):
         if name not in self.argv:
             return f"no tool {name!r}"
         given = {k: v for k, v in json.loads(arguments or "{}").items() if v is not None}
-        proc = await asyncio.create_subprocess_exec(*self.argv[name], json.dumps(given), stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        pipe = asyncio.subprocess.PIPE
+        proc = await asyncio.create_subprocess_exec(*self.argv[name], json.dumps(given), stdout=pipe, stderr=pipe,
+                                                    stdin=asyncio.subprocess.DEVNULL)
         out, _ = await proc.communicate()
         return out.decode().strip() or f"exit status {proc.returncode}"
 

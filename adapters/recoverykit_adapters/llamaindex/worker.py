@@ -10,9 +10,9 @@ database"). Here each step's ``StepStarted`` stream event is the cue: ``contexts
 ``ctx.to_dict()`` (``synchronous=FULL``) before the worker reads the next event. The session's conversation is
 kept there too, so a session's next request continues it. Between steps the worker rereads the run intent
 (the SDK's ``RunIntentStore``): a Pause or End cancels the run (its last snapshot stays for a Resume), and so
-does another session's waiting work once a step is done (sessions take turns step by step). One turn per (work item, control
-version, snapshot resumed from). A run the framework gives up on (its step retry policy exhausted) fails with
-``retry_exhausted``.
+does another session's waiting work once a step is done (sessions take turns step by step). One turn per
+(work item, control version, snapshot resumed from). A run the framework gives up on (its step retry policy
+exhausted) fails with ``retry_exhausted``.
 """
 
 from __future__ import annotations
