@@ -6,13 +6,13 @@ and ``agent.run(ctx=...)``, which reruns the step the snapshot holds in progress
 
 APPLICATION GLUE (what a user of the framework writes, not the framework): the framework keeps the context in
 memory; saving it is the application's job (its docs: "the Context is serializable, so it can be saved to a
-database"). Here each step's ``StepStarted`` stream event is the cue: ``contexts.sqlite`` gets
-``ctx.to_dict()`` (``synchronous=FULL``) before the worker reads the next event. The session's conversation is
-kept there too, so a session's next request continues it. Between steps the worker rereads the run intent
-(the SDK's ``RunIntentStore``): a Pause or End cancels the run (its last snapshot stays for a Resume), and so
-does another session's waiting work once a step is done (sessions take turns step by step). One turn per
-(work item, control version, snapshot resumed from). A run the framework gives up on (its step retry policy
-exhausted) fails with ``retry_exhausted``.
+database"). Here each step's ``StepStarted`` stream event is the cue: ``contexts.sqlite`` gets ``ctx.to_dict()``
+(``synchronous=FULL``) while the step waits at its gate (agent.py), before it does anything. The session's
+conversation is kept there too, so a session's next request continues it. Then the worker rereads the run
+intent (the SDK's ``RunIntentStore``): a Pause or End cancels the run at the gate (its snapshot stays for a
+Resume), and so does another session's waiting work once a step is done (sessions take turns step by step).
+One turn per (work item, control version, snapshot resumed from). A run the framework gives up on (its step
+retry policy exhausted, or a refused response) fails with ``retry_exhausted``.
 """
 
 from __future__ import annotations
@@ -112,10 +112,12 @@ class Worker:
                     if others and current["desired"] == "run":
                         self.store.end_turns(work_id, "completed")  # the next turn continues from this snapshot
                     raise Stopped()
+                self.agent.open(work_id)
             messages = await handler
         except BaseException:
             if not handler.done():
                 await handler.cancel_run()
+            self.agent.gates.pop(work_id, None)
             raise
         self.snapshots.conclude(item["session_id"], messages)
         self.store.finish(work_id, cv)
