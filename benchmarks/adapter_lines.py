@@ -1,12 +1,13 @@
-"""Prints how many lines of code the LangGraph and DBOS adapters are on the SDK, and what they would be without it.
+"""Prints how many lines of code the real-runtime adapters (LangGraph, DBOS, llama-index-workflows) are on the SDK,
+and what they would be without it.
 
 Lines of code: physical lines that are not blank, not comments and not docstrings. "Without the SDK" is the
 adapter plus every SDK module it relies on (the dispatch loop, reply checks, process supervision, quiesce,
 observe builders, runtime environment, the failpoint client it would otherwise copy, the run-intent store and
 retry policy where it uses them): what its author would have written, or copied, instead. The reply checks are
 shown apart, since a hand-written adapter usually goes without them. Stand-alone reproductions (``repro_*``) are
-not counted. Run: ``python benchmarks/adapter_lines.py [--root TREE] [langgraph|dbos ...]`` (``--root``: measure
-another checkout, e.g. a worktree of an older commit, for a before/after figure).
+not counted. Run: ``python benchmarks/adapter_lines.py [--root TREE] [langgraph|dbos|llamaindex ...]``
+(``--root``: measure another checkout, e.g. a worktree of an older commit, for a before/after figure).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> None:
     root = ROOT
     if argv[:1] == ["--root"]:
         root, argv = Path(argv[1]).resolve(), argv[2:]
-    for runtime in argv or ["langgraph", "dbos"]:
+    for runtime in argv or ["langgraph", "dbos", "llamaindex"]:
         report(root, runtime)
 
 
