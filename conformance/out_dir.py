@@ -52,6 +52,8 @@ class ForeignOutputs(InvalidArgument):
 def claim(out: str | os.PathLike) -> Iterator[Path | None]:
     """Hold ``out`` for one run; yields where an earlier run's outputs were moved (None: there were none)."""
     out = Path(out)
+    if out.is_dir() and not out.is_symlink():
+        _refuse_foreign(out)  # before anything is written there: not the lock, not the folder's mode
     try:
         private_dir(out)
         fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
@@ -100,14 +102,9 @@ def move_previous(out: Path) -> Path | None:
 
     ``ForeignOutputs`` (exit 64), with nothing moved, when ``out`` holds files at the kit's output names but was
     never claimed by a recoverykit run (no ``OWNED`` mark): they are another tool's, and stay as they are."""
-    found = sorted({p for pattern in OUTPUTS for p in out.glob(pattern)})
+    found = _refuse_foreign(out)
     if not found:
         return None
-    if not _owned(out):
-        names = ", ".join(p.name for p in found)
-        raise ForeignOutputs(f"--out {out} already holds {names}, which no recoverykit run wrote there (no {OWNED}); "
-                             "the kit would overwrite them, so it leaves them as they are. Give another --out, or "
-                             "move them away first")
     found.append(out / OWNED)
     folder = private_dir(out / PREVIOUS)
     taken = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
@@ -123,6 +120,18 @@ def move_previous(out: Path) -> Path | None:
         os.rename(path, target / path.name)
     _repoint(out, target, [p.name for p in found])
     return target
+
+
+def _refuse_foreign(out: Path) -> list[Path]:
+    """The files at the kit's output names in ``out``; ``ForeignOutputs`` when there are some and no recoverykit run
+    claimed ``out`` (no ``OWNED`` mark)."""
+    found = sorted({p for pattern in OUTPUTS for p in out.glob(pattern)})
+    if found and not _owned(out):
+        names = ", ".join(p.name for p in found)
+        raise ForeignOutputs(f"--out {out} already holds {names}, which no recoverykit run wrote there (no {OWNED}); "
+                             "the kit would overwrite them, so it leaves them as they are. Give another --out, or "
+                             "move them away first")
+    return found
 
 
 def _repoint(out: Path, target: Path, names: list[str]) -> None:

@@ -70,7 +70,7 @@ FOREIGN = {"results.json": b'{"tool": "another", "passed": true}', "junit.xml": 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(folder)): (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".recoverykit.lock"}
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("command", [("certify", "--only", "chat_read_tool", "--seed", "1"),
@@ -82,12 +82,14 @@ def test_another_tools_outputs_in_out_are_left_untouched(tmp_path, command):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(body)
         os.chmod(out / name, 0o644)
+    os.chmod(out, 0o755)
     before = snapshot(out)
     proc = subprocess.run([sys.executable, "-m", "recoverykit", *command, "--out", str(out)], capture_output=True,
                           text=True, timeout=BOUND_S)
     assert proc.returncode == 64, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "no recoverykit run wrote" in proc.stderr, proc.stderr
-    assert snapshot(out) == before
+    assert snapshot(out) == before  # refused before anything is written: not even the kit's lock file
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755  # nor the folder made private
     assert not (out / "previous").exists()
 
 
