@@ -6,8 +6,8 @@ it also starts the kit's scripted provider (with no scripts) and the runtime, li
 processes, observes once and shuts down, so a runtime that crashes at start is told in one
 paragraph pointing at its stderr log instead of as "not judged" lines in certify. Every process
 carrying the run marker is reaped on return. The verdict follows the kit's rule: a protocol break is
-invalid, silence, a refused start or observe, or a runtime process dead right after start is
-unknown, never a pass.
+invalid, silence, a refused start or observe, no runtime process listed after start (a restart would kill
+nothing), or a runtime process dead right after start is unknown, never a pass.
 """
 
 from __future__ import annotations
@@ -122,6 +122,14 @@ def _start(client: AdapterClient, run_dir: Path, result: PingResult) -> bool:
     dead = [f"{p.role} {p.pid}" for p in listed if not _alive(p.pid, p.create_time)]
     result.lines.append(f"started: {len(listed)} runtime process(es) listed"
                         + (f", {len(dead)} already dead" if dead else ", all alive"))
+    if not listed:
+        result.verdict = Verdict.UNKNOWN
+        result.error = ("The runtime started, but `processes` listed no process: every restart kind would kill "
+                        "nothing, so certify's and chaos's restart cases would prove nothing about recovery and end "
+                        "unknown (\"killed nothing\"). List the runtime's processes with their roles (control, "
+                        "worker, tool), as docs/adapter-guide.md says for `processes`; the verdict is unknown."
+                        f"{TAIL} Read the adapter's stderr in {log}.")
+        return False
     if dead:
         result.verdict = Verdict.UNKNOWN
         result.error = (f"The runtime crashed at start: `start` was answered, but {', '.join(dead)} listed by "

@@ -64,3 +64,14 @@ def test_the_reference_runtime_starts():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all alive" in result.stdout
+
+
+def test_a_runtime_whose_processes_list_nothing_is_unknown_not_valid():
+    """``processes`` listing nothing: every restart would kill nothing, so a valid ping was a hollow pass (certify
+    then ends its restart cases unknown, "killed nothing"). The reference runtime behind a proxy that empties it."""
+    proxy = ROOT / "tests" / "adapters" / "procs_proxy.py"
+    result = subprocess.run([sys.executable, "-m", "recoverykit", "protocol", "ping", "--start", "--adapter",
+                             f"{sys.executable} {proxy} empty"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "listed no process" in result.stderr and "Traceback" not in result.stdout + result.stderr
+    assert "started: 0 runtime process(es) listed" in result.stdout
