@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, model_validator
-from recoverykit.conformance.protocol_envelope import Reply, Request
+from pydantic import ConfigDict, Field, model_validator
+from recoverykit.conformance.protocol_envelope import Reply, Request, finish_schema
 from recoverykit.conformance.protocol_snapshot import Id, Record, Section, Snapshot
 from recoverykit.conformance.protocol_tasks import (
     ReceiptStatus,
@@ -79,8 +79,18 @@ class Pending(Record):
     status: WorkStatus = Field(description="Why it keeps the runtime from being quiescent (queued, running, ...).")
 
 
+def _lack_schema(schema: dict, cls: type) -> None:
+    """The JSON Schema says what the validator does: a lack names at least one feature or clause (so a schema-driven
+    generator, and an adapter checking its replies against the shipped schema, never meet a refusal it did not
+    describe)."""
+    finish_schema(schema, cls)
+    schema["anyOf"] = [{"required": [name], "properties": {name: {"minItems": 1}}} for name in ("features", "clauses")]
+
+
 class Lack(Record):
     """Optional: a feature the framework does not have, so the clauses that need it stay unknown for that reason."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, json_schema_extra=_lack_schema)
 
     features: list[str] = Field(default_factory=list, description="What the framework has no counterpart of, by "
                                 "its protocol name: an observe section (`turns`), an interruption point "
