@@ -199,13 +199,14 @@ class RunIntentStore:
         ``pending`` (``quiesce``) waits for the step the caller is about to start instead of reporting quiescence
         just before it sends a request (RI-03). Run the item inside ``busy(work_id)``, which clears the mark, and
         check ``still(work_id, cv)`` before its first dispatch."""
+        if not self.runnable():  # a worker polls: no write lock and no commit while there is nothing to run
+            return None
         with self.tx() as db:
-            found = self.runnable()
-            if not found:
-                return None
-            db.execute("UPDATE runs SET served=?, busy_pid=? WHERE work_id=?",
-                       (time.time(), os.getpid(), found[0]["work_id"]))
-        return found[0]
+            found = self.runnable()  # again, under the write lock: a control is now before or after the claim
+            if found:
+                db.execute("UPDATE runs SET served=?, busy_pid=? WHERE work_id=?",
+                           (time.time(), os.getpid(), found[0]["work_id"]))
+        return found[0] if found else None
 
     def still(self, work_id: str, cv: int) -> bool:
         """Whether the item is still meant to run under control version ``cv`` (no control came since)."""
