@@ -224,3 +224,19 @@ def test_sessions_take_turns_by_when_the_session_was_last_served(tmp_path):
         order.append(item["session_id"])
         assert store.finish(item["work_id"], item["cv"])
     assert order[:4] == ["fqb", "fqa", "fqb", "fqa"], order
+
+
+def test_a_pause_between_claim_and_step_keeps_quiesce_waiting_for_that_step(tmp_path):
+    """The worker claims an item, the user pauses it before the worker marked itself busy: quiesce must not report
+    quiescence, since the worker is about to run the step (and send a provider request) anyway. The old ``claim``
+    marked nothing, so ``pending`` was empty in that window (LangGraph lockstep seed 602162317: RI-03, a request
+    after the stop and after a quiescent observation)."""
+    store = RunIntentStore(tmp_path)
+    work_id = store.submit("s", "c", "t")["work_id"]
+    item = store.claim()
+    RunIntentStore(tmp_path).pause(work_id)  # the adapter's own connection
+    assert store.pending(alive=lambda pid: pid == os.getpid()) == [{"work_id": work_id, "status": "running"}]
+    assert not store.still(work_id, item["cv"])  # the worker's check before its first dispatch
+    with store.busy(work_id):
+        pass
+    assert store.pending(alive=lambda pid: pid == os.getpid()) == []

@@ -193,13 +193,24 @@ class RunIntentStore:
             (RETRY_SCHEDULED, time.time() if now is None else now))
 
     def claim(self) -> dict[str, Any] | None:
-        """The next runnable item, marked as served now; None when there is none."""
-        found = self.runnable()
-        if not found:
+        """The next runnable item, marked as served now and as busy in this process; None when there is none.
+
+        Chosen and marked in one transaction: a Pause acknowledged after the choice finds the item busy, so
+        ``pending`` (``quiesce``) waits for the step the caller is about to start instead of reporting quiescence
+        just before it sends a request (RI-03). Run the item inside ``busy(work_id)``, which clears the mark, and
+        check ``still(work_id, cv)`` before its first dispatch."""
+        if not self.runnable():  # a worker polls: no write lock and no commit while there is nothing to run
             return None
         with self.tx() as db:
-            db.execute("UPDATE runs SET served=? WHERE work_id=?", (time.time(), found[0]["work_id"]))
-        return found[0]
+            found = self.runnable()  # again, under the write lock: a control is now before or after the claim
+            if found:
+                db.execute("UPDATE runs SET served=?, busy_pid=? WHERE work_id=?",
+                           (time.time(), os.getpid(), found[0]["work_id"]))
+        return found[0] if found else None
+
+    def still(self, work_id: str, cv: int) -> bool:
+        """Whether the item is still meant to run under control version ``cv`` (no control came since)."""
+        return self.one("SELECT 1 AS y FROM runs WHERE work_id=? AND cv=? AND desired='run'", (work_id, cv)) is not None
 
     def pending(self, alive: Any = None) -> list[dict[str, str]]:
         """For ``quiesce``: work meant to run (a retry not yet due too), and work a live process is still inside a

@@ -63,6 +63,8 @@ class Worker:
 
     def step(self, item: dict) -> None:
         work_id, cv = item["work_id"], item["cv"]
+        if not self.store.still(work_id, cv):  # paused or ended since the claim: send nothing (RI-03)
+            raise Stopped()
         config = {"configurable": {"thread_id": item["session_id"]}, "callbacks": [RecoveryHooks(self.store,
                                                                                                   work_id)]}
         state = self.graph.get_state(config)
