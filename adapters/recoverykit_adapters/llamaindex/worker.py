@@ -90,6 +90,8 @@ class Worker:
 
     async def step(self, item: dict) -> None:
         work_id, cv = item["work_id"], item["cv"]
+        if not self.store.still(work_id, cv):  # paused or ended since the claim: send nothing (RI-03)
+            raise Stopped()
         saved = self.snapshots.load(work_id)
         self.store.open_turn(work_id, cv, continuation_key(work_id, cv, saved and str(saved["journal_seq"])))
         self.store.running(work_id, cv)
