@@ -79,12 +79,12 @@ def test_an_adapter_listing_no_process_gets_the_quoted_unknown(tmp_path):
 def test_a_runtime_too_slow_for_the_window_gets_the_quoted_unknown(tmp_path):
     """The scaffold of step 2, its worker made to wait 60 s before each model call."""
     assert cli_in_process("init", str(tmp_path / "slow"))[0] == 0
-    worker = tmp_path / "slow" / "worker.py"
-    call = "    ask_model(env, item, text)\n"
+    worker = tmp_path / "slow" / "slow" / "worker.py"
+    call = "    ask_model(env, work_id, store.text(work_id))\n"
     assert call in worker.read_text(), "the bare template's worker changed: update this test and docs/quickstart.md"
     worker.write_text(worker.read_text().replace(call, "    time.sleep(60)\n" + call))
     code, text = recoverykit("certify", "--seed", "1", "--only", "pause_restart", "--out", str(tmp_path / "o"),
-                             "--adapter", f"{sys.executable} adapter.py", cwd=tmp_path / "slow")
+                             "--adapter", f"{sys.executable} -m slow", cwd=tmp_path / "slow")
     assert code == 2, text[-3000:]
     assert_quoted("too-slow", text)
 
