@@ -98,12 +98,11 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
     problems += [f"script {s} step {st} delivered {n} times after the repeated start" for (s, st), n in
                  delivered.items() if n > 1]
     if ev.witness is not None:
-        runs: dict[tuple, int] = {}
+        runs: dict[tuple, list] = {}
         for e in ev.witness.executions:
             if e.started > repeated.time:
-                key = _logical_call(e.probe_token)
-                runs[key] = runs.get(key, 0) + 1
-        problems += [f"probe call {k} ran {n} times after the repeated start" for k, n in runs.items() if n > 1]
+                runs.setdefault(_logical_call(e.probe_token), []).append(e)
+        problems += [_ran_twice(k, mine, repeated, ev.history) for k, mine in runs.items() if len(mine) > 1]
     sent = [c for c in after if c.request.get("sender_pid")]
     problems += _overlaps(sent, [f.time for f in faults])  # a request left open by a killed process is no owner
     if problems:
@@ -112,6 +111,28 @@ def check_repeated_start(ev: Evidence) -> list[ClauseResult]:
         return [_result("FA-13", Verdict.UNKNOWN, "no provider request followed the repeated start")]
     return [_result("FA-13", Verdict.VALID, f"{len(after)} request(s) after the repeated start: no step delivered "
                     "twice, no probe call run twice, one sender per work item at a time")]
+
+
+def _ran_twice(key: tuple, runs: list, repeated, history) -> str:
+    """Which processes ran one probe call more than once after the repeated start (the witness log's pids: the
+    probe's own and the runtime process that spawned it), and whether the runs straddle a start, with what the
+    kit did between them (a fault, a cancel, ...): a double run by one worker after a cancel is not the repeated
+    start's doing, and the message must not point there."""
+    runs = sorted(runs, key=lambda e: e.started)
+    first, last = runs[0].started, runs[-1].started
+    who = ", ".join(f"pid {e.pid}" + (f" (spawned by pid {e.ppid})" if e.ppid else "") for e in runs)
+    between = [f"the {f.kind} at event {f.index}" for f in history.faults if first < f.time < last]
+    between += [f"the {op.f} at event {op.index}" for op in history.ops
+                if op.type == "invoke" and op.f != "observe" and first < op.time < last]
+    straddle = any(op.type == "invoke" and op.f == "start" and first < op.time < last for op in history.ops)
+    owners = {e.ppid for e in runs if e.ppid}
+    same = f"one process (pid {owners.pop()}) ran it each time" if len(owners) == 1 else (
+        f"{len(owners)} processes ran it" if owners else "")
+    where = ("the runs straddle a start" if straddle else "the runs straddle no start") + (
+        f" ({', '.join(between)} came between them)" if between else " (nothing the kit did came between them)")
+    name = f"script {key[0]} step {key[1]} call {key[2]}" if isinstance(key, tuple) else str(key)
+    return (f"probe call {name} ran {len(runs)} times after the repeated start (event {repeated.index}): {who}; "
+            f"{where}" + (f"; {same}" if same else ""))
 
 
 def check_paused_owner_kept(ev: Evidence) -> list[ClauseResult]:

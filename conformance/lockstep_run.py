@@ -149,6 +149,22 @@ def _ended(outcome: LockstepOutcome, exc: BaseException, what: str) -> None:
         outcome.message = f"{what}: {type(exc).__name__}: {exc}"
 
 
+def _nondeterministic(outcome: LockstepOutcome, exc: BaseException, seed: int | None) -> None:
+    """Hypothesis' ``Flaky`` errors (``FlakyStrategyDefinition``, ``FlakyReplay``, a ``FlakyFailure`` with no broken
+    clause inside) mean the runtime answered the same program differently on two runs; a newcomer shown the raw
+    Hypothesis text had no hint of that. Still unknown, never valid: the search proved nothing either way."""
+    from hypothesis.errors import Flaky
+
+    if outcome.verdict is not Verdict.UNKNOWN or _found(exc, Flaky) is None:
+        return  # a broken clause seen once is a broken clause (invalid); a protocol break keeps its own verdict
+    again = f"replay with --seed {seed}" if seed is not None else "replay with the --seed certify printed"
+    outcome.message = (
+        "the runtime answered the same program differently on two runs: it is nondeterministic under the same "
+        "operations (timing, a race, state kept across runs, randomness), so the lockstep search cannot shrink "
+        f"or confirm what it saw; no verdict. {again} and compare the runs' histories, or run the failing "
+        f"program alone (Hypothesis said: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+
+
 def _found(exc: BaseException | None, kind: type[BaseException], depth: int = 0) -> Any:
     """``exc`` itself, or one inside it (an exception group, e.g. Hypothesis' FlakyFailure, or its cause)."""
     if exc is None or depth > 8:
@@ -273,6 +289,7 @@ def _search(config: LockstepConfig, profile: str, seed: int | None, max_examples
             test()
     except Exception as exc:  # a broken clause, a protocol break, or a run that could not go on (unknown)
         _ended(outcome, exc, "lockstep could not finish")
+        _nondeterministic(outcome, exc, seed)
         report.extend(_notes(exc))
     finally:
         engine.MAX_SHRINKING_SECONDS = budget

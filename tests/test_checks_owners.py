@@ -137,3 +137,32 @@ def test_a_late_answer_to_a_killed_sender_is_no_repeat():
     alive = _attempt(1, 3, 1.0, 1.4) + _attempt(2, 2, 2.5, 3.0)  # the same, from a sender the fault spared
     assert {r.clause_id: r.verdict for r in check_repeated_start(Evidence(history, alive))} \
         == {"FA-13": Verdict.INVALID}
+
+
+def _run(token, pid, ppid, started):
+    from recoverykit.conformance.witness import Execution
+    return Execution(token, "probe_read", "read_only", pid, 100.0 + pid, started, started + 0.1, "ok", 0, ppid=ppid,
+                     emitted=True)
+
+
+def test_a_double_run_names_its_processes_and_whether_a_start_came_between():
+    """A newcomer read "ran 2 times after the repeated start" and looked at the start, while the witness showed
+    one worker running the call again after a cancel. The message names the pids and what came between the runs."""
+    from recoverykit.conformance.checks_owners import check_repeated_start
+    from recoverykit.conformance.witness import WitnessLog
+    rec = Recorder(clock=lambda: rec.now)
+    rec.history.events.extend(_double_start().events)  # starts at 0.5 and 0.6; a cancel at 1.5, between the runs
+    rec.now = 1.5
+    rec.complete(rec.invoke("cancel", {"work_id": "w1"}), "ok", {})
+    once = _attempt(1, 1, 1.0, 2.0)
+    runs = [_run("t1.0.0.0", 501, 42, 1.2), _run("t1.0.1.0", 502, 42, 1.7)]
+    [r] = check_repeated_start(Evidence(rec.history, once, WitnessLog([], runs, None)))
+    assert r.verdict == Verdict.INVALID
+    assert "pid 501 (spawned by pid 42)" in r.text and "pid 502 (spawned by pid 42)" in r.text
+    assert "straddle no start" in r.text and "cancel at event" in r.text
+    assert "one process (pid 42)" in r.text
+    rec.now = 1.6  # a start between the runs, from another worker
+    rec.complete(rec.invoke("start", {}), "ok", {})
+    other = [_run("t1.0.0.0", 501, 42, 1.2), _run("t1.0.1.0", 503, 43, 1.7)]
+    [r] = check_repeated_start(Evidence(rec.history, once, WitnessLog([], other, None)))
+    assert "straddle a start" in r.text and "2 processes ran it" in r.text

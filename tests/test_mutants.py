@@ -51,3 +51,25 @@ def test_the_shipped_proofs_name_exactly_the_library_s_mutants():
 
     expected = matrix.proofs_of((m.clause, m.name) for m in MUTANTS)
     assert json.loads(PROOFS.read_text())["clauses"] == expected["clauses"]
+
+
+def test_a_survivor_that_broke_other_clauses_says_what_the_expected_one_said(tmp_path, monkeypatch):
+    """CI once showed only "verdict invalid, invalid clauses ['CTX-04', 'FA-01', 'REC-13'], expected CTX-02
+    invalid." with an empty message: the flake could not be diagnosed once the CI machine was gone. The stage now
+    carries the expected clause's own verdict and text and the texts of the clauses that did break."""
+    doc = {"verdict": "invalid", "clauses": {"CTX-02": {"verdict": "valid"}, "REC-13": {"verdict": "invalid"}},
+           "cases": [{"name": "repair_twice", "verdict": "invalid", "results": [
+               {"clause": "CTX-02", "verdict": "valid", "text": "held CTX-02 (1 call(s) committed)", "evidence": []},
+               {"clause": "REC-13", "verdict": "invalid", "text": "broke REC-13",
+                "evidence": ["pid 7 sent a new attempt while pid 6's attempt was unanswered"]}]}]}
+
+    class Done:
+        returncode, stdout, stderr = 1, json.dumps(doc), ""
+
+    monkeypatch.setattr(kill.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(kill.mutate, "adapter_command", lambda m, dest: "unused")
+    m = mutate.by_name("checkpoint_replays_its_calls")
+    stage = kill.run_stage(m, tmp_path, "bounded", kill.bounded_argv(m), 1)
+    assert stage.invalid == ["REC-13"]
+    assert "CTX-02 valid: held CTX-02" in stage.message
+    assert "pid 7 sent a new attempt while pid 6's attempt was unanswered" in stage.message

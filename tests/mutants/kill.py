@@ -112,7 +112,8 @@ def run_stage(m: mutate.Mutant, dest: Path, stage: str, argv_tail: list[str], se
                      f"no results document (exit {done.returncode}): {done.stderr[-400:]}")
     bad, first = (_invalid_of_certify if command == "certify" else _invalid_of_chaos)(doc, m.clause)
     verdict = doc.get("verdict", "unknown")
-    why = "" if verdict == "invalid" else _why_not_invalid(doc, done.stderr)
+    why = _why_not_invalid(doc, done.stderr) if verdict != "invalid" else (
+        "" if m.clause in bad else _why_not_the_clause(doc, m.clause, bad))
     return Stage(stage, argv, verdict, bad, first, seconds, done.returncode, why)
 
 
@@ -122,6 +123,19 @@ def _why_not_invalid(doc: dict, stderr: str) -> str:
     cases = [f"{c.get('name') or c.get('id')}: {c.get('verdict')} {str(c.get('message') or c.get('why') or '')[:300]}"
              for c in doc.get("cases", []) if c.get("verdict") != "valid"]
     return "; ".join(cases[:3]) + (f"; stderr: {stderr[-600:]}" if stderr.strip() else "")
+
+
+def _why_not_the_clause(doc: dict, clause: str, bad: list[str]) -> str:
+    """What a run that broke other clauses said of the expected one and of those it broke, per case: a survivor
+    in CI (checkpoint_replays_its_calls once broke CTX-04 and REC-13 instead of CTX-02) must be diagnosable from
+    the failure text alone, since its run folder is gone with the CI machine."""
+    said = []
+    for case in doc.get("cases", []):
+        for r in case.get("results", []):
+            if r.get("clause") == clause or (r.get("clause") in bad and r.get("verdict") == "invalid"):
+                said.append(f"{case.get('name')}: {r.get('clause')} {r.get('verdict')}: "
+                            f"{str(r.get('text') or '')[:300]} {'; '.join(map(str, r.get('evidence') or []))[:400]}")
+    return "; ".join(said[:6])
 
 
 def bounded_argv(m: mutate.Mutant) -> list[str]:
