@@ -240,3 +240,32 @@ def test_a_pause_between_claim_and_step_keeps_quiesce_waiting_for_that_step(tmp_
     with store.busy(work_id):
         pass
     assert store.pending(alive=lambda pid: pid == os.getpid()) == []
+
+
+def test_an_intent_adapter_keeps_controls_in_the_store_and_names_a_missing_worker(tmp_path):
+    """``IntentAdapter``: the protocol side three adapters wrote alike. Its controls land in the store (durable before
+    the reply); a subclass that names no worker module is told what to set, at prepare, not at the first start."""
+    from types import SimpleNamespace
+
+    from recoverykit.adapter import IntentAdapter
+
+    class Mine(IntentAdapter):
+        name, version, protocol_version = "mine", "0.1", "1.2"
+        worker_module = "mine.worker"
+        observes = ["work_items"]
+
+    adapter = Mine()
+    adapter.env = SimpleNamespace(data_dir=str(tmp_path), host_id="host-a")
+    adapter.prepare()
+    work_id = adapter.op_submit({"session_id": "s", "client_msg_id": "c1", "text": "hi"})["work_id"]
+    assert adapter.op_pause({"work_id": work_id})["control_version"] == 1
+    assert RunIntentStore(tmp_path).item(work_id)["desired"] == "paused"  # a second reader sees it: it is durable
+    assert [w["desired_state"] for w in adapter.op_observe({})["snapshot"]["work_items"]] == ["paused"]
+
+    class Nameless(IntentAdapter):
+        name, version, protocol_version = "nameless", "0.1", "1.2"
+
+    nameless = Nameless()
+    nameless.env = adapter.env
+    with pytest.raises(TypeError, match="worker_module"):
+        nameless.prepare()

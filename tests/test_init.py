@@ -63,7 +63,7 @@ def test_the_scaffold_is_a_package_on_the_sdk_s_run_intent_store(template, tmp_p
     assert kit("init", project, "--template", template).returncode == 0
     sources = {p.relative_to(project).as_posix(): p.read_text() for p in project.rglob("*") if p.is_file()}
     assert "store.py" not in " ".join(sources) and "adapter.py" not in [p.name for p in project.iterdir()]
-    assert "RunIntentStore" in sources["proj/adapter.py"] and "RunIntentStore" in sources["proj/worker.py"]
+    assert "IntentAdapter" in sources["proj/adapter.py"] and "RunIntentStore" in sources["proj/worker.py"]
     assert "RetryPolicy" in sources["proj/worker.py"]
     assert not [path for path, text in sources.items() if "sys.path" in text or "CREATE TABLE" in text]
     lines = sum(len(text.splitlines()) for text in sources.values())

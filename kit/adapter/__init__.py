@@ -13,6 +13,8 @@
   never its event loop;
 - ``RunIntentStore`` (``intent``): the durable run intent (desired state, control version, turns, attribution
   before dispatch, retries) for a framework that keeps none, with ``observe`` built from it;
+- ``IntentAdapter`` (``intent_adapter``): the protocol side of such an adapter, written once: controls in the
+  store, one supervised worker, ``pending`` and ``observe`` from the store;
 - ``RetryPolicy`` (``retry``): bounded exponential backoff with a cap, and its waiting reason;
 - ``DURABLE_WRITE_POINTS`` (``durable_writes``): declare them in ``failpoints`` and every process started with
   ``RuntimeEnv.environ`` can be stopped before and after each SQLite commit, fsync and atomic rename it makes.
@@ -34,7 +36,7 @@ _EXPORTS = {
     "Supervisor": "processes", "StartFailed": "processes", "identity": "processes",
     "quiesce": "quiescence",
     "failpoint": "failpoints", "failpoint_async": "failpoints",
-    "RunIntentStore": "intent", "RetryPolicy": "retry",
+    "RunIntentStore": "intent", "RetryPolicy": "retry", "IntentAdapter": "intent_adapter",
     "DURABLE_WRITE_POINTS": "durable_writes",
 }
 __all__ = sorted([*_EXPORTS, "observe"])

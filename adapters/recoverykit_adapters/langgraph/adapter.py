@@ -1,7 +1,8 @@
 """The protocol side of the LangGraph adapter, on the adapter SDK.
 
-User controls are rows of the SDK's run-intent store (``RunIntentStore``: LangGraph keeps no paused or ended
-run), saved before the reply; the worker process (``worker``) does the work. What is declared is only what is real:
+User controls are rows of the SDK's run-intent store (``RunIntentStore``, through ``IntentAdapter``; LangGraph keeps
+no paused or ended run), saved before the reply; the worker process (``worker``) does the work.
+What is declared is only what is real:
 
 - failpoints: the four LangChain callback hooks (``hooks``), and the SDK's durable-write points (every SQLite
   commit of the worker: ``SqliteSaver``'s checkpoints and the intent store; armed only by ``chaos --durable-writes``);
@@ -16,15 +17,14 @@ run), saved before the reply; the worker process (``worker``) does the work. Wha
 
 from __future__ import annotations
 
-import sys
-
-from recoverykit.adapter import DURABLE_WRITE_POINTS, Adapter, RunIntentStore, Supervisor, identity
+from recoverykit.adapter import DURABLE_WRITE_POINTS, IntentAdapter
 
 from .hooks import FAILPOINTS
 
 
-class LangGraphAdapter(Adapter):
+class LangGraphAdapter(IntentAdapter):
     name, version, protocol_version = "langgraph-sqlitesaver", "1.2", "1.2"
+    worker_module = "recoverykit_adapters.langgraph.worker"
     failpoints = [*FAILPOINTS, *DURABLE_WRITE_POINTS]
     restart_kinds = ["frontend_reload", "normal_exit", "stop_all_exit"]
     observes = ["work_items", "turns", "usage_receipts"]
@@ -41,43 +41,3 @@ class LangGraphAdapter(Adapter):
         {"features": ["leases"], "why": "nothing in a LangGraph checkpoint says who runs a thread (a Checkpoint holds "
          "channel values and versions only): there is no owner or generation to show"},
     ]
-
-    def prepare(self) -> None:
-        self.procs = Supervisor()
-        self.store = RunIntentStore(self.env.data_dir)  # the tables exist before the worker starts
-
-    def start_runtime(self) -> None:
-        if not self.procs.live("worker"):
-            self.procs.spawn([sys.executable, "-m", "recoverykit_adapters.langgraph.worker"], self.env.environ(),
-                             timeout_s=60)
-
-    def stop_runtime(self) -> None:
-        self.procs.stop(tools=True)
-
-    def runtime_processes(self) -> list[dict]:
-        return self.procs.processes()
-
-    def pending(self) -> list[dict]:
-        """Runnable work, and work a live worker is still in a step of (a paused item's LLM call in flight:
-        its answer and its usage are still to be written)."""
-        return self.store.pending(alive=identity)
-
-    # --- user controls: durable before the reply ---------------------------------------------------------
-
-    def op_submit(self, req: dict) -> dict:
-        return self.store.submit(req["session_id"], req["client_msg_id"], req["text"], self.env.host_id)
-
-    def op_pause(self, req: dict) -> dict:
-        return {"work_id": req["work_id"], "control_version": self.store.pause(req["work_id"])}
-
-    def op_resume(self, req: dict) -> dict:
-        return {"work_id": req["work_id"], "control_version": self.store.resume(req["work_id"])}
-
-    def op_end(self, req: dict) -> dict:
-        return {"work_id": req["work_id"], "control_version": self.store.end(req["work_id"])}
-
-    def op_stop_all(self, req: dict) -> dict:
-        return {"stopped": self.store.stop_all()}
-
-    def op_observe(self, req: dict) -> dict:
-        return {"snapshot": self.store.observe(self.observes)}
