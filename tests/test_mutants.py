@@ -33,8 +33,15 @@ def test_every_mutant_materializes_and_compiles(tmp_path):
 
 @pytest.mark.parametrize("m", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_the_mutant_is_killed_naming_its_clause(m, tmp_path):
-    outcome = kill.run(m, tmp_path)
+    outcome = kill.run(m, tmp_path / "1")
     stage = outcome.stages[0]
+    if outcome.ran and not outcome.kills_clause and stage.verdict == "invalid":
+        # Caught (invalid), but through a neighbouring clause: a mutant of a timing-dependent path can show its
+        # breakage there in an unlucky interleaving (undelivered_completion_requeued once faulted in its re-run and
+        # broke REC-03 with FA-09 unjudged; 1 of 5 CI runs, 0 of 4 alone). One more run must name its own clause; a
+        # mutant the kit called valid or unknown is never run again (D101).
+        outcome = kill.run(m, tmp_path / "2")
+        stage = outcome.stages[0]
     assert outcome.ran, f"{m.name}: the mutated statement never ran in {m.case}; it proves nothing"
     assert outcome.kills_clause, (
         f"{m.name} survived {m.case}: verdict {stage.verdict}, invalid clauses {stage.invalid}, expected "
