@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -102,3 +104,34 @@ def tagged(tag: str) -> list[psutil.Process]:
         if tag in (proc.info["cmdline"] or []) and proc.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(proc)
     return found
+
+
+def leftovers(path: Path) -> list[str]:
+    """Live processes whose command line mentions ``path`` (workers, probes: all carry run-dir paths)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and str(path) in " ".join(proc.info["cmdline"] or []):
+                found.append(" ".join(proc.info["cmdline"]))
+        except psutil.Error:
+            continue
+    return found
+
+
+def run_kit(*args: str, bound_s: float = 150.0, cwd: Path | None = None) -> tuple[int, str]:
+    """``recoverykit ARGS`` in a subprocess: (exit code, stdout + stderr); asserts the bound, no traceback and that
+    no process of its run outlived it."""
+    began = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=cwd or SRC)
+    try:
+        out, _ = proc.communicate(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"recoverykit {shlex.join(args)} hung past {bound_s} s") from None
+    assert time.monotonic() - began < bound_s
+    assert "Traceback" not in out, out
+    left = marked_by(proc.pid)
+    assert not left, [p.cmdline() for p in left]
+    return proc.returncode, out

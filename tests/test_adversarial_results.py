@@ -13,11 +13,10 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from env_helpers import cli_in_process, marked_by
+from env_helpers import cli_in_process, marked_by, run_kit
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUND_S = 150.0  # generous: proves "no hang", not speed
@@ -26,22 +25,9 @@ SELECT = ("--scenarios", "chat_unknown_write", "--points", "tool.result.commit.b
           "--kinds", "worker_kill,tree_kill,stop_all_exit", "--quiet")
 
 
-
 def chaos(*args: str) -> tuple[int, str]:
     """``recoverykit chaos ARGS`` in a subprocess: (exit code, output); no hang, no traceback, no leftovers."""
-    began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", "chaos", *SELECT, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    try:
-        out, _ = proc.communicate(timeout=BOUND_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise AssertionError(f"recoverykit chaos {shlex.join(args)} hung past {BOUND_S} s") from None
-    assert time.monotonic() - began < BOUND_S
-    assert "Traceback" not in out, out
-    assert not marked_by(proc.pid)
-    return proc.returncode, out
+    return run_kit("chaos", *SELECT, *args, bound_s=BOUND_S)
 
 
 def kit(*args: str) -> tuple[int, str]:

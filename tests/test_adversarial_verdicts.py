@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from bundle_agreement import disagreements
-from env_helpers import cli_in_process, marked_by
+from env_helpers import cli_in_process, run_kit
 from recoverykit.chaos.systematic import RESULTS_KIND
 from recoverykit.conformance.history import Recorder
 
@@ -34,22 +32,6 @@ def proxy(*modes: str, after: int = 0, when: str = "") -> str:
     return shlex.join([*args, f"--if-init-contains={when}"] if when else args)
 
 
-def run_kit(*args: str, bound_s: float = 150.0) -> tuple[int, str]:
-    """``recoverykit ARGS`` in a subprocess: (exit code, stdout + stderr); asserts the bound and no leftovers."""
-    began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "recoverykit", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    try:
-        out, _ = proc.communicate(timeout=bound_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise AssertionError(f"recoverykit {shlex.join(args)} hung past {bound_s} s") from None
-    assert time.monotonic() - began < bound_s
-    assert "Traceback" not in out, out
-    left = marked_by(proc.pid)
-    assert not left, [p.cmdline() for p in left]
-    return proc.returncode, out
 
 
 def in_process(*args: str) -> tuple[int, str]:

@@ -12,8 +12,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import psutil
 import pytest
+from env_helpers import leftovers
 from recoverykit.conformance.certify import Options, certify
 from recoverykit.conformance.scenarios import all_scenarios
 
@@ -22,18 +22,6 @@ MINI = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'}"
 BUGS = {"resume_paused": "RI-03", "rerun_unknown": "FA-15", "sum_usage": "USG-05"}
 
 pytestmark = pytest.mark.slow
-
-
-def leftovers(path: Path) -> list[str]:
-    """Live processes whose command line mentions ``path`` (workers, probes: all carry run-dir paths)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and str(path) in " ".join(proc.info["cmdline"] or []):
-                found.append(" ".join(proc.info["cmdline"]))
-        except psutil.Error:
-            continue
-    return found
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
+from env_helpers import leftovers
 from recoverykit.conformance.certify import Options, certify
 from recoverykit.conformance.checker import ClauseResult, Evidence
 from recoverykit.conformance.checks_script import unmet_by_failed_requests
@@ -25,20 +25,9 @@ MINI = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'}"
 pytestmark = pytest.mark.slow
 
 
-def _leftovers(path: Path) -> list[str]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and str(path) in " ".join(proc.info["cmdline"] or []):
-                found.append(" ".join(proc.info["cmdline"]))
-        except psutil.Error:
-            continue
-    return found
-
-
 def _case(tmp_path: Path, switches: str, scenario: str):
     cert = certify(Options(adapter=f"{MINI} {switches}", out=tmp_path / "out", seed=1, only=(scenario,)))
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
     case = next(c for c in cert.cases if c.name == scenario)
     return cert, case, {r.clause_id: r for r in case.results}
 

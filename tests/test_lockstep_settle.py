@@ -9,24 +9,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import psutil
+from env_helpers import leftovers
 from recoverykit.conformance.lockstep import FINAL_SETTLE_S, LockstepConfig
 from recoverykit.conformance.lockstep_run import SEED_PROGRAMS, LockstepOutcome, _absorb, _finish, run_program
 from recoverykit.model.catalogue import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = f"{sys.executable} {ROOT / 'tests' / 'adapters' / 'mini_runtime.py'} --slow-start {FINAL_SETTLE_S + 8:g}"
-
-
-def _leftovers(path: Path) -> list[str]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and str(path) in " ".join(proc.info["cmdline"] or []):
-                found.append(" ".join(proc.info["cmdline"]))
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_work_still_running_when_the_window_closes_is_unknown_with_its_reason(tmp_path):
@@ -36,7 +25,7 @@ def test_work_still_running_when_the_window_closes_is_unknown_with_its_reason(tm
     assert outcome.verdict is Verdict.UNKNOWN
     assert "quiescent: false" in outcome.message and f"{FINAL_SETTLE_S:g} s" in outcome.message
     assert config.unsettled and "RI-02 not judged" in config.unsettled[0]
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
 
 
 def test_a_search_whose_only_trouble_was_an_unsettled_program_is_unknown_not_valid(tmp_path):
